@@ -1,0 +1,33 @@
+"""Workload shapes and the pure schedule of a run: who is sent when, with how many tokens.
+
+Arrivals are generated here, not in the clients, so that the simulator and the HTTP client
+replay exactly the same schedule for the same seed.
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from tools.bench.records import RequestSpec
+
+
+class Workload(BaseModel):
+    input_len: int = Field(20000, ge=1)  # the story's throughput workload: 20k in / 1k out
+    output_len: int = Field(1000, ge=1)
+    prefix_hit: float = Field(0.6, ge=0.0, le=1.0)  # fraction of input tokens shared (cacheable)
+    prefix_groups: int = Field(1, ge=1)  # distinct shared prefixes (e.g. system prompts / docs)
+
+
+def schedule(w: Workload, *, n: int, rate: float | None, seed: int = 0) -> list[RequestSpec]:
+    """n requests with Poisson arrivals at `rate` per second (all at t=0 when rate is None,
+    i.e. fixed-concurrency mode where the client paces them)."""
+    rng = np.random.default_rng(seed)
+    if rate is not None and rate <= 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
+    gaps = rng.exponential(1.0 / rate, size=n) if rate else np.zeros(n)
+    arrivals = np.cumsum(gaps) - (gaps[0] if n else 0.0)  # first request at t=0
+    prefix = int(round(w.input_len * w.prefix_hit))
+    return [RequestSpec(id=i, input_tokens=w.input_len, output_tokens=w.output_len,
+                        arrival_s=float(arrivals[i]), prefix_tokens=prefix,
+                        prefix_group=int(i % w.prefix_groups))
+            for i in range(n)]
