@@ -1,0 +1,77 @@
+"""Shared fixtures.
+
+`shared_dir`: the project's shared folder (../shared beside the repo, or INFERLOOP_SHARED); tests
+that need its data skip with the reason when it is absent.
+`testbed`: the real vLLM CPU testbed (testbed/build.py), built on demand with progress on the
+terminal, or reused from its cache; skipped with the reason when it cannot be built (no PyPI) or
+when INFERLOOP_SKIP_TESTBED=1.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_path() -> Path:
+    env = os.environ.get("INFERLOOP_SHARED")
+    return Path(env) if env else (REPO / ".." / "shared").resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    p = shared_path()
+    if not p.is_dir():
+        pytest.skip(f"shared folder {p} is absent (set INFERLOOP_SHARED to point at it)")
+    return p
+
+
+@dataclass(frozen=True)
+class Testbed:
+    root: Path
+    python: Path  # the testbed venv's interpreter (vLLM lives there, not in ours)
+    model_dir: Path
+    model_name: str
+
+
+# Failures that mean "this machine cannot reach the package index", not "the build is broken".
+_NO_INDEX = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
+             "No matching distribution found", "Could not find a version that satisfies")
+
+
+@contextlib.contextmanager
+def _terminal(config):
+    """Let the build's progress reach the terminal even while pytest captures output."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        yield
+
+
+@pytest.fixture(scope="session")
+def testbed(request) -> Testbed:
+    if os.environ.get("INFERLOOP_SKIP_TESTBED") == "1":
+        pytest.skip("INFERLOOP_SKIP_TESTBED=1")
+    from testbed import paths
+    from testbed.build import BuildError, build, is_built
+
+    base = paths.root()
+    if not is_built(base):
+        with _terminal(request.config):
+            print(f"\n[testbed] building the real vLLM CPU testbed in {base} "
+                  "(first time only: many minutes; see README 'The real testbed')", flush=True)
+            try:
+                build(base, say=lambda m: print(m, flush=True))
+            except BuildError as e:
+                if any(s in str(e) for s in _NO_INDEX):
+                    pytest.skip(f"cannot build the testbed here (no package index?): {str(e).splitlines()[0]}")
+                raise
+    return Testbed(root=base, python=paths.venv_python(base), model_dir=paths.model_dir(base),
+                   model_name=paths.MODEL_NAME)

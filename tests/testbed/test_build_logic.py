@@ -1,0 +1,76 @@
+"""The testbed build's own logic, without building anything: stamps, skipping, invalidation,
+failure handling, and the tokenizer repair. Fast; no marker."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testbed.build import BuildError, build, is_built
+from testbed.tokenizer_fix import fix_model_dir
+
+
+def _steps(calls, fail=None, keys=("k1", "k2", "k3")):
+    def make(name):
+        def fn(base, say):
+            calls.append(name)
+            if name == fail:
+                raise BuildError(f"{name} broke")
+        return fn
+    return [(n, make(n), k) for n, k in zip(("a", "b", "c"), keys)]
+
+
+def test_build_runs_each_step_once_then_skips(tmp_path):
+    calls, said = [], []
+    report = build(tmp_path, steps=_steps(calls), say=said.append)
+    assert calls == ["a", "b", "c"] and not any(r["skipped"] for r in report.values())
+    assert is_built(tmp_path, steps=_steps([]))
+    report = build(tmp_path, steps=_steps(calls), say=said.append)
+    assert calls == ["a", "b", "c"]  # nothing ran again
+    assert all(r["skipped"] for r in report.values())
+    assert any("b: done before" in m for m in said)  # the rerun says what it skipped
+
+
+def test_changed_step_reruns_it_and_everything_after(tmp_path):
+    build(tmp_path, steps=_steps([]), say=lambda m: None)
+    calls = []
+    build(tmp_path, steps=_steps(calls, keys=("k1", "CHANGED", "k3")), say=lambda m: None)
+    assert calls == ["b", "c"]
+    calls.clear()
+    build(tmp_path, steps=_steps(calls, keys=("k1", "CHANGED", "k3")), force=("a",), say=lambda m: None)
+    assert calls == ["a", "b", "c"]
+
+
+def test_failed_step_leaves_no_stamp_and_is_retried(tmp_path):
+    calls = []
+    with pytest.raises(BuildError, match="b broke"):
+        build(tmp_path, steps=_steps(calls, fail="b"), say=lambda m: None)
+    assert calls == ["a", "b"]
+    assert not is_built(tmp_path, steps=_steps([]))
+    calls.clear()
+    build(tmp_path, steps=_steps(calls), say=lambda m: None)
+    assert calls == ["b", "c"]  # a was done; b is retried
+
+
+def test_stamp_records_duration(tmp_path):
+    build(tmp_path, steps=_steps([]), say=lambda m: None)
+    stamp = json.loads((tmp_path / "stamps" / "a.json").read_text())
+    assert stamp["key"] == "k1" and stamp["seconds"] >= 0
+
+
+def test_tokenizer_fix(tmp_path):
+    (tmp_path / "tokenizer.json").write_text(json.dumps({
+        "model": {"type": "BPE"}, "post_processor": {"type": "TemplateProcessing"},
+        "decoder": {"type": "Sequence", "decoders": []}}))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True, "eos_token": "x"}))
+    fix_model_dir(tmp_path)
+    tok = json.loads((tmp_path / "tokenizer.json").read_text())
+    cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert tok["post_processor"] is None and tok["decoder"]["type"] == "ByteLevel"
+    assert tok["model"] == {"type": "BPE"}
+    assert cfg == {"add_bos_token": False, "eos_token": "x"}
+
+
+def test_tokenizer_fix_names_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        fix_model_dir(tmp_path)
