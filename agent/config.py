@@ -1,0 +1,133 @@
+"""What one `agent optimize` run is asked to do, validated at the boundary.
+
+Everything here is plain pydantic so it round-trips through the ledger as JSON: a resumed run
+reads its config back from the ledger instead of trusting new command-line flags.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.errors import BadInput, unknown
+from tools.bench.workload import Workload
+
+BACKENDS = ("sim", "local", "docker")
+OBJECTIVES = ("knee", "single_stream", "per_dollar", "per_watt")
+APPROVE = ("ask", "auto", "never")
+# The story's throughput workload (20k in / 1k out, 60% prefix hit) and its single-stream one.
+THROUGHPUT = Workload(input_len=20000, output_len=1000, prefix_hit=0.6)
+SINGLE_STREAM = Workload(input_len=10000, output_len=1500, prefix_hit=0.0)
+
+
+class Target(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    hw: str
+    model_path: str | None = None  # a local checkpoint directory (real backends)
+
+
+class Slo(BaseModel):
+    ttft_p95_s: float = Field(5.0, gt=0)  # the knee is the highest rate that meets this
+
+
+class Budget(BaseModel):
+    trials: int | None = Field(40, ge=1)  # new candidates launched (repeats do not count)
+    time_s: float | None = Field(None, gt=0)  # ground time (simulated seconds on the sim)
+
+
+class Gate(BaseModel):
+    """The keep/revert rule's knobs (agent/decide.py reads them)."""
+    noise_floor: float = Field(0.02, ge=0)  # relative noise assumed before repeats measure it
+    clear_mult: float = Field(3.0, ge=1)  # a single-shot gain this many noise bands wide needs no repeat
+    max_repeats: int = Field(3, ge=1)  # measurements per side before a within-noise gap is called
+    margin_points: float = Field(2.0, ge=0)  # eval non-inferiority margin, in accuracy points
+    margin_se: float = Field(1.0, ge=0)  # ... or this many standard errors of the paired gap, if larger
+    tolerance: float = Field(0.25, ge=0)  # how much a guarded secondary metric may fall (relative)
+
+
+class Measure(BaseModel):
+    """How one candidate is measured (the bench and eval sizes)."""
+    workload: Workload = THROUGHPUT
+    single_stream: Workload = SINGLE_STREAM
+    requests_per_point: int = Field(48, ge=4)
+    start_rps: float = Field(0.25, gt=0)
+    max_points: int = Field(10, ge=2)
+    bisect_steps: int = Field(3, ge=0)
+    single_stream_requests: int = Field(3, ge=1)
+    eval_items: int = Field(200, ge=10)  # per task; a paired test needs both sides on the same items
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    target: Target
+    backend: str = "sim"
+    objective: str = "knee"
+    approve: str = "ask"
+    budget: Budget = Budget()
+    slo: Slo = Slo()
+    gate: Gate = Gate()
+    measure: Measure = Measure()
+    seed: int = 0
+    planner: str = "builtin"
+
+    def check(self) -> "RunConfig":
+        """Raise BadInput naming the bad value and what is allowed (the CLI exits 2)."""
+        if self.backend not in BACKENDS:
+            raise unknown("backend", self.backend, BACKENDS)
+        if self.objective not in OBJECTIVES:
+            raise unknown("objective", self.objective, OBJECTIVES)
+        if self.approve not in APPROVE:
+            raise unknown("approval policy", self.approve, APPROVE)
+        if self.budget.trials is None and self.budget.time_s is None:
+            raise BadInput("a run needs a budget: --budget TRIALS or --time-budget SECONDS")
+        if self.target.model_path is not None and not Path(self.target.model_path).is_dir():
+            raise BadInput(f"--model-path {self.target.model_path!r} is not a directory")
+        resolve_target(self.target)
+        return self
+
+
+def resolve_target(t: Target):
+    """The model card and hardware profile, or BadInput naming what is known."""
+    from tools import hardware, models
+    try:
+        card = models.get_model(t.model)
+    except BadInput:
+        raise
+    except LookupError:
+        raise unknown("model", t.model, getattr(models, "MODELS", {}).keys()) from None
+    try:
+        hw = hardware.get_hardware(t.hw)
+    except BadInput:
+        raise
+    except LookupError:
+        raise unknown("hardware", t.hw, getattr(hardware, "HARDWARE", {}).keys()) from None
+    return card, hw
+
+
+def parse_budget(value: str | int | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"--budget must be a whole number of trials >= 1, got {value!r}") from None
+    if n < 1:
+        raise BadInput(f"--budget must be >= 1 trial, got {n}")
+    return n
+
+
+def parse_time_budget(value: str | None) -> float | None:
+    """'90m', '2h', '3600s' or plain seconds."""
+    if value is None:
+        return None
+    s = str(value).strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(s[-1:], None)
+    num = s[:-1] if mult else s
+    try:
+        secs = float(num) * (mult or 1)
+    except ValueError:
+        raise BadInput(f"--time-budget must look like 3600, 90m or 2h, got {value!r}") from None
+    if secs <= 0:
+        raise BadInput(f"--time-budget must be > 0, got {value!r}")
+    return secs

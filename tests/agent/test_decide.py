@@ -1,0 +1,122 @@
+"""The keep/revert rule, table-driven: every branch, with the numbers in the verdict."""
+import math
+
+import pytest
+
+from agent.config import Gate
+from agent.decide import decide, eval_gate, objective_value, paired_gap, spread
+
+G = Gate()  # noise floor 2%, clear x3, 3 repeats, margin max(2 pts, 1 SE), tolerance 25%
+
+
+def m(knee, ss=100.0, evals=None, gpus=8, price=2.0, tdp=1000.0):
+    return {"knee_tok_s": knee, "single_stream_tok_s": ss, "evals": evals,
+            "gpus": gpus, "usd_per_gpu_h": price, "tdp_w": tdp}
+
+
+E200 = {"gsm8k": [1] * 190 + [0] * 10}  # 0.95
+
+
+def ev(correct, n=200, flips_down=0, flips_up=0):
+    """200 items: the first `correct` right, then `flips_down` of those wrong, `flips_up` wrong ones right."""
+    xs = [1] * correct + [0] * (n - correct)
+    for i in range(flips_down):
+        xs[i] = 0
+    for i in range(flips_up):
+        xs[n - 1 - i] = 1
+    return {"gsm8k": xs}
+
+
+CASES = [
+    # (name, incumbent, candidate, decision, words in the reason)
+    ("clear gain, one shot each", [m(1000)], [m(1200)], "keep", "+20.0%"),
+    ("no gain", [m(1000)], [m(990)], "revert", "no gain"),
+    ("equal", [m(1000)], [m(1000)], "revert", "no gain"),
+    ("within noise -> repeat", [m(1000)], [m(1010)], "repeat", "within noise"),
+    ("beyond noise but not clear -> repeat", [m(1000)], [m(1040)], "repeat", "within noise"),
+    ("repeats separate -> keep", [m(1000), m(1005)], [m(1050), m(1060)], "keep", "+5"),
+    ("repeats overlap -> repeat", [m(1000), m(1060)], [m(1050), m(1070)], "repeat", "within noise"),
+    ("overlap after max repeats -> revert", [m(1000), m(1060), m(1010)], [m(1050), m(1070), m(1040)],
+     "revert", "after 3 repeats"),
+    ("noisy incumbent widens the band", [m(900), m(1100), m(1000)], [m(1120), m(1110), m(1130)],
+     "revert", "noise band 20.0%"),
+    ("candidate meets no SLO", [m(1000)], [m(None)], "revert", "no gain"),
+    ("incumbent met no SLO, candidate does", [m(None)], [m(500)], "keep", "+inf%"),
+    ("single-stream collapses", [m(1000, ss=200)], [m(1500, ss=100)], "revert", "single-stream tok/s fell -50.0%"),
+    ("single-stream within tolerance", [m(1000, ss=200)], [m(1500, ss=160)], "keep", "+50.0%"),
+    ("evals needed", [m(1000, evals=E200)], [m(1500)], "evaluate", "eval gate next"),
+    ("evals non-inferior", [m(1000, evals=ev(193))], [m(1500, evals=ev(193, flips_down=3, flips_up=1))],
+     "keep", "non-inferior"),
+    ("evals regress", [m(1000, evals=ev(193))], [m(1500, evals=ev(193, flips_down=20))], "revert",
+     "eval regression: gsm8k"),
+    ("eval task missing", [m(1000, evals={"gsm8k": [1, 0] * 10, "long": [1] * 20})],
+     [m(1500, evals={"gsm8k": [1, 0] * 10})], "revert", "long: not evaluated"),
+]
+
+
+@pytest.mark.parametrize("name,inc,cand,decision,words", CASES, ids=[c[0] for c in CASES])
+def test_decide_table(name, inc, cand, decision, words):
+    v = decide(inc, cand, "knee", G)
+    assert v["decision"] == decision, v
+    assert words in v["reason"], v["reason"]
+    assert v["numbers"]["objective"] == "knee"
+
+
+def test_baseline_needs_evals_then_keeps():
+    assert decide([], [m(800)], "knee", G)["decision"] == "evaluate"
+    assert decide([], [m(800, evals=E200)], "knee", G)["decision"] == "keep"
+    assert decide([], [m(None, evals=E200)], "knee", G)["decision"] == "revert"
+
+
+def test_single_stream_objective_ignores_knee():
+    v = decide([m(1000, ss=100)], [m(500, ss=150)], "single_stream", G)
+    assert v["decision"] == "keep" and "single-stream tok/s 100.0 -> 150.0" in v["reason"]
+
+
+@pytest.mark.parametrize("objective,inc,cand,decision", [
+    # Same knee on half the GPUs: twice the tokens per dollar and per watt.
+    ("per_dollar", m(1000, gpus=8), m(1000, gpus=4), "keep"),
+    ("per_watt", m(1000, gpus=8), m(1000, gpus=4), "keep"),
+    ("per_dollar", m(1000, gpus=4), m(1500, gpus=8), "revert"),
+])
+def test_cost_objectives(objective, inc, cand, decision):
+    assert decide([inc], [cand], objective, G)["decision"] == decision
+
+
+def test_objective_values():
+    x = m(1000, ss=50, gpus=8, price=2.0, tdp=1000.0)
+    assert objective_value(x, "knee") == 1000
+    assert objective_value(x, "single_stream") == 50
+    assert objective_value(x, "per_dollar") == pytest.approx(1000 * 3600 / 16)
+    assert objective_value(x, "per_watt") == pytest.approx(1000 / 8000)
+    assert objective_value(m(None), "knee") == 0.0
+    with pytest.raises(ValueError):
+        objective_value(x, "speed")
+
+
+def test_spread_and_paired_gap():
+    assert spread([100.0]) == 0.0
+    assert spread([90.0, 100.0, 110.0]) == pytest.approx(0.2)
+    gap, se = paired_gap([1, 1, 0, 0], [1, 0, 0, 1])
+    assert gap == 0.0 and se == pytest.approx(math.sqrt((2 / 3) / 4))
+    with pytest.raises(ValueError):
+        paired_gap([1, 0], [1])
+
+
+def test_margin_is_the_larger_of_points_and_se():
+    # A noisy small task: SE of the gap is far above 2 points, so the margin is 1 SE.
+    inc = {"t": [1, 0] * 10}
+    cand = {"t": [0, 1] * 10}
+    ok, nums, _ = eval_gate(inc, cand, Gate())
+    assert ok and nums["t"]["margin"] == pytest.approx(nums["t"]["se"]) and nums["t"]["se"] > 0.02
+    # A configurable margin in points.
+    inc = {"t": [1] * 100}
+    cand = {"t": [1] * 96 + [0] * 4}
+    assert eval_gate(inc, cand, Gate(margin_points=5))[0] is True
+    assert eval_gate(inc, cand, Gate(margin_points=2))[0] is False
+
+
+def test_story_mxfp4_gsm8k_passes_the_default_gate():
+    # FP8 0.965 vs MXFP4 0.955 on 200 items (story): -1 point is inside the 2-point margin.
+    ok, nums, notes = eval_gate(ev(193), ev(193, flips_down=4, flips_up=2), Gate())
+    assert ok and nums["gsm8k"]["gap"] == pytest.approx(-0.01)
