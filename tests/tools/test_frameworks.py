@@ -1,0 +1,140 @@
+"""Flag schemas, argparse-faithful parsing, argv building and validation of the adapters."""
+import pytest
+
+from agent.errors import BadInput
+from tools.candidate import Candidate, Parallel
+from tools.frameworks import NAMES, FlagError, get
+
+
+def test_get_names_and_rejects_unknown():
+    assert [get(n).name for n in NAMES] == list(NAMES)
+    with pytest.raises(BadInput, match=r"unknown framework 'trt'; allowed: atom, sglang, vllm"):
+        get("trt")
+
+
+@pytest.mark.parametrize("fw,ready,env", [
+    ("vllm", "Application startup complete.", "VLLM_TUNED_CONFIG_FOLDER"),
+    ("sglang", "The server is fired up and ready to roll!", "SGLANG_MOE_CONFIG_DIR"),
+    ("atom", "Server started successfully and ready to accept requests", "AITER_CONFIG_FMOE"),
+])
+def test_ready_lines_and_moe_env(fw, ready, env):
+    assert get(fw).ready_line == ready and get(fw).moe_config_env == env
+
+
+@pytest.mark.parametrize("fw,args,expected", [
+    ("vllm", ["--max-num-seqs", "64", "--kv-cache-dtype=fp8"], {"--max-num-seqs": 64, "--kv-cache-dtype": "fp8"}),
+    ("vllm", ["-tp", "8", "--max_num_batched_tokens", "8192"],
+     {"--tensor-parallel-size": 8, "--max-num-batched-tokens": 8192}),
+    ("vllm", ["--no-enable-prefix-caching", "--enforce-eager"],
+     {"--enable-prefix-caching": False, "--enforce-eager": True}),
+    ("vllm", ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'],
+     {"--speculative-config": {"method": "ngram", "num_speculative_tokens": 3}}),
+    ("vllm", ["--gpu-memory-utilization", "0.85"], {"--gpu-memory-utilization": 0.85}),
+    ("sglang", ["--tensor-parallel-size", "4", "--dp-size", "2", "--kv-cache-dtype", "fp8_e4m3"],
+     {"--tp-size": 4, "--dp-size": 2, "--kv-cache-dtype": "fp8_e4m3"}),
+    ("sglang", ["--chunked-prefill-size", "-1", "--speculative-algorithm", "NEXTN"],
+     {"--chunked-prefill-size": -1, "--speculative-algorithm": "NEXTN"}),
+    ("atom", ["--kv-cache-dtype", "fp8", "--max_num_seqs", "256", "--server-port", "9000"],
+     {"--kv_cache_dtype": "fp8", "--max-num-seqs": 256, "--server-port": 9000}),
+    ("atom", ["-tp", "8", "--method", "mtp", "--num-speculative-tokens", "3"],
+     {"--tensor-parallel-size": 8, "--method": "mtp", "--num-speculative-tokens": 3}),
+])
+def test_parse_flags(fw, args, expected):
+    assert get(fw).parse_flags(args) == expected
+
+
+@pytest.mark.parametrize("fw,args,message", [
+    ("vllm", ["--foo", "1"], "unrecognized arguments: --foo 1"),
+    ("vllm", ["--kv-cache-dtype", "fp9"], "argument --kv-cache-dtype: invalid choice: 'fp9' (choose from "
+     "'auto', 'bfloat16', 'fp8', 'fp8_e4m3', 'fp8_e5m2', 'fp8_inc', 'fp8_ds_mla')"),
+    ("vllm", ["--max-num-seqs", "many"], "argument --max-num-seqs: invalid int value: 'many'"),
+    ("vllm", ["--max-num-seqs"], "argument --max-num-seqs: expected one argument"),
+    ("vllm", ["--enforce-eager=yes"], "argument --enforce-eager: ignored explicit argument 'yes'"),
+    ("vllm", ["--speculative-config", "{bad"], "argument --speculative-config: invalid loads value: '{bad'"),
+    ("vllm", ["-tp", "x"], "argument --tensor-parallel-size/-tp: invalid int value: 'x'"),
+    ("sglang", ["--max_running_requests", "8"], "unrecognized arguments: --max_running_requests 8"),
+    ("sglang", ["--speculative-algorithm", "MTP"], "argument --speculative-algorithm: invalid choice: 'MTP' "
+     "(choose from 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')"),
+    ("sglang", ["--no-disable-radix-cache"], "unrecognized arguments: --no-disable-radix-cache"),
+    ("atom", ["--quantization", "mxfp4"], "unrecognized arguments: --quantization mxfp4"),
+    ("atom", ["--kv_cache_dtype", "fp8_e4m3"], "argument --kv_cache_dtype: invalid choice: 'fp8_e4m3' "
+     "(choose from 'bf16', 'fp8')"),
+])
+def test_parse_flags_errors_read_like_argparse(fw, args, message):
+    with pytest.raises(FlagError) as e:
+        get(fw).parse_flags(args)
+    assert str(e.value) == message
+    assert e.value.log_line(get(fw).prog) == f"{get(fw).prog}: error: {message}"
+
+
+def test_argv_vllm():
+    c = Candidate(framework="vllm", parallel=Parallel(tp=2, ep=True),
+                  flags={"--max-num-seqs": 64, "--enforce-eager": True, "--enable-chunked-prefill": False,
+                         "--kv-cache-dtype": None})
+    assert get("vllm").argv(c, model="/m", port=8123, served_name="smol", python="/venv/bin/python") == [
+        "/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
+        "--served-model-name", "smol", "--host", "127.0.0.1", "--port", "8123",
+        "--tensor-parallel-size", "2", "--enable-expert-parallel", "--max-num-seqs", "64", "--enforce-eager"]
+
+
+def test_argv_sglang_and_atom():
+    c = Candidate(framework="sglang", parallel=Parallel(tp=4, dp=2, ep=True),
+                  flags={"--speculative-algorithm": "NEXTN", "--speculative-num-steps": 3})
+    assert get("sglang").argv(c, model="/w", port=30001, host="0.0.0.0") == [
+        "python3", "-m", "sglang.launch_server", "--model-path", "/w", "--host", "0.0.0.0", "--port", "30001",
+        "--tp-size", "4", "--dp-size", "2", "--ep-size", "4",
+        "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
+    a = Candidate(framework="atom", parallel=Parallel(tp=8), flags={"--kv_cache_dtype": "fp8"})
+    argv = get("atom").argv(a, model="/w", port=9000, served_name="ignored")
+    assert argv == ["python3", "-m", "atom.entrypoints.openai_server", "--model", "/w", "--host", "127.0.0.1",
+                    "--server-port", "9000", "--tensor-parallel-size", "8", "--kv_cache_dtype", "fp8"]
+
+
+@pytest.mark.parametrize("fw", NAMES)
+def test_argv_round_trips_through_parse_flags(fw):
+    f = get(fw)
+    knobs = {k: s for k, s in f.flags.items() if s.search and s.type != "bool"}
+    flags = {}
+    for k, s in knobs.items():
+        flags[k] = s.search["choices"][-1] if "choices" in s.search else s.search["high"]
+    c = Candidate(framework=fw, parallel=Parallel(tp=2), flags=flags)
+    f.validate(c)
+    parsed = f.parse_flags(f.argv(c, model="/m", port=1234)[3:])
+    for k, v in flags.items():
+        assert parsed[k] == v
+    assert parsed[f.port_flag] == 1234
+
+
+@pytest.mark.parametrize("fw,flags,message", [
+    ("vllm", {"--kv-cache-dtype": "fp9"}, "vllm flag --kv-cache-dtype: argument --kv-cache-dtype: invalid "
+     "choice: 'fp9' (choose from 'auto', 'bfloat16', 'fp8', 'fp8_e4m3', 'fp8_e5m2', 'fp8_inc', 'fp8_ds_mla'); "
+     "allowed: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla"),
+    ("vllm", {"--max-num-sequences": 8}, "vllm has no flag '--max-num-sequences'"),
+    ("vllm", {"--tensor-parallel-size": 8}, "set from the candidate's parallel"),
+    ("vllm", {"--port": 8}, "set by the launcher"),
+    ("sglang", {"--max-running-requests": True}, "needs a value (int)"),
+    ("sglang", {"--disable-radix-cache": "yes"}, "is a switch"),
+    ("atom", {"--quantization": "mxfp4"}, "atom has no flag '--quantization'"),
+])
+def test_validate_names_the_flag(fw, flags, message):
+    with pytest.raises(BadInput) as e:
+        get(fw).validate(Candidate(framework=fw, flags=flags))
+    assert message in str(e.value)
+
+
+def test_validate_rejects_wrong_framework_and_accepts_good():
+    with pytest.raises(BadInput, match="not 'vllm'"):
+        get("vllm").validate(Candidate(framework="sglang"))
+    get("sglang").validate(Candidate(framework="sglang", flags={"--enable-aiter-allreduce-fusion": True,
+                                                                "--kv-cache-dtype": "fp8_e4m3"}))
+
+
+def test_every_search_space_is_well_formed():
+    for fw in NAMES:
+        for s in get(fw).flags.values():
+            if s.search is None:
+                continue
+            if "choices" in s.search:
+                assert s.search["choices"] and all(s.choices is None or c in s.choices for c in s.search["choices"])
+            else:
+                assert s.type in ("int", "float") and s.search["low"] < s.search["high"], s.name
