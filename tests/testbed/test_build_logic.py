@@ -60,15 +60,21 @@ def test_stamp_records_duration(tmp_path):
 
 def test_tokenizer_fix(tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps({
-        "model": {"type": "BPE"}, "post_processor": {"type": "TemplateProcessing"},
+        "added_tokens": [{"id": 1, "content": "<|im_start|>"}, {"id": 2, "content": "<|im_end|>"}],
+        "model": {"type": "BPE", "vocab": {"a": 3}}, "post_processor": {"type": "TemplateProcessing"},
         "decoder": {"type": "Sequence", "decoders": []}}))
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True, "eos_token": "x"}))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"add_bos_token": True, "eos_token": "<|im_start|>", "tokenizer_class": "LlamaTokenizer", "x": 1}))
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 2}))
+    (tmp_path / "tokenizer.model").write_bytes(b"sentencepiece")
     fix_model_dir(tmp_path)
     tok = json.loads((tmp_path / "tokenizer.json").read_text())
     cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert tok["post_processor"] is None and tok["decoder"]["type"] == "ByteLevel"
-    assert tok["model"] == {"type": "BPE"}
-    assert cfg == {"add_bos_token": False, "eos_token": "x"}
+    assert tok["model"] == {"type": "BPE", "vocab": {"a": 3}}
+    assert cfg == {"add_bos_token": False, "eos_token": "<|im_end|>", "tokenizer_class": "PreTrainedTokenizerFast",
+                   "x": 1}
+    assert not (tmp_path / "tokenizer.model").exists()
 
 
 def test_tokenizer_fix_names_missing_file(tmp_path):

@@ -1,0 +1,23 @@
+"""Who is still alive: the process table read from /proc (Linux), without psutil."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def group_members(pgid: int) -> list[tuple[int, str]]:
+    """(pid, state) of every process in a process group; zombies ('Z') are listed too."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        # The fields after the command name (which may hold spaces or parentheses) follow the last ')'.
+        fields = stat[stat.rindex(")") + 2:].split()
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid:
+            out.append((int(entry), state))
+    return out
