@@ -1,0 +1,108 @@
+"""LocalSandbox: serving frameworks as processes on this host (`tools.protocols.Sandbox`).
+
+The framework runs under `python` (e.g. the testbed venv's interpreter), serving `model_dir`
+under `model_name`. Tuned MoE configs of a candidate are copied into the run directory and the
+framework's env variable points at them. `source_tree` turns the installed framework package into
+a git work tree so approved patches apply to what actually runs.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.errors import BadInput
+from tools import frameworks
+from tools.candidate import Candidate
+from tools.server import RunningServer, launch_process
+
+_PACKAGE = {"vllm": "vllm", "sglang": "sglang", "atom": "atom"}
+
+
+class NotSupported(BadInput):
+    """This ground cannot do what was asked (e.g. tune GPU MoE kernels on a CPU host)."""
+
+
+class LocalSandbox:
+    name = "local"
+
+    def __init__(self, model_dir: Path | str, *, model_name: str | None = None, python: str = sys.executable,
+                 host: str = "127.0.0.1", device: str = "cpu", env: dict[str, str] | None = None,
+                 ready_timeout_s: float = 900.0, port: int | None = None,
+                 base_env: dict[str, str] | None = None):
+        self.model_dir = Path(model_dir)
+        self.model_name = model_name or self.model_dir.name
+        self.python, self.host, self.device = python, host, device
+        self.env = dict(env or {})
+        self.base_env = base_env  # replaces os.environ for the server (None: inherit)
+        self.ready_timeout_s, self.port = ready_timeout_s, port
+        self._t0 = time.monotonic()
+
+    def _moe_env(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> dict[str, str]:
+        if not c.moe_configs:
+            return {}
+        missing = [p for p in c.moe_configs if not Path(p).is_file()]
+        if missing:
+            raise BadInput(f"tuned MoE config not found: {missing[0]}")
+        if fw.name == "atom":  # aiter reads one CSV file, not a folder
+            if len(c.moe_configs) != 1:
+                raise BadInput(f"atom takes one tuned_fmoe.csv, got {len(c.moe_configs)} files")
+            return {fw.moe_config_env: str(Path(c.moe_configs[0]).resolve())}
+        d = run_dir / "moe_configs"
+        d.mkdir(parents=True, exist_ok=True)
+        for p in c.moe_configs:
+            shutil.copy2(p, d / Path(p).name)
+        return {fw.moe_config_env: str(d.resolve())}
+
+    def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
+        fw = frameworks.get(candidate.framework)
+        fw.validate(candidate)
+        if not self.model_dir.exists():
+            raise BadInput(f"model directory {self.model_dir} does not exist")
+        run_dir = Path(run_dir)
+        env = {**self.env, **candidate.env, **self._moe_env(fw, candidate, run_dir)}
+        return launch_process(
+            lambda port: fw.argv(candidate, model=str(self.model_dir), port=port, host=self.host,
+                                 served_name=self.model_name, python=self.python),
+            run_dir=run_dir, model=self.model_name if fw.served_name_flag else str(self.model_dir),
+            ready_line=fw.ready_line, health_path=fw.health_path, env=env, host=self.host,
+            port=self.port, timeout_s=self.ready_timeout_s, diagnose=fw.diagnose,
+            base_env=self.base_env)
+
+    def package_dir(self, framework: str) -> Path:
+        """Where `python` imports the framework from (without importing it: that is slow)."""
+        mod = _PACKAGE.get(framework)
+        if mod is None:
+            frameworks.get(framework)  # raises BadInput naming the allowed names
+            raise NotSupported(f"no local package for {framework}")
+        code = ("import importlib.util, sys; s = importlib.util.find_spec(sys.argv[1]); "
+                "print(s.submodule_search_locations[0] if s else '')")
+        out = subprocess.run([self.python, "-c", code, mod], capture_output=True, text=True, timeout=60)
+        path = out.stdout.strip()
+        if out.returncode != 0 or not path:
+            raise NotSupported(f"{framework} is not installed for {self.python}")
+        return Path(path)
+
+    def source_tree(self, framework: str, run_dir: Path) -> Path:
+        """The installed package as a git work tree (committed once, pristine), so patches
+        apply to the code that runs and can be reverted with git."""
+        root = self.package_dir(framework)
+        if not (root / ".git").exists():
+            git = ["git", "-C", str(root), "-c", "user.name=inferloop", "-c", "user.email=inferloop@localhost"]
+            for args in (["init", "-q"], ["add", "-A", "."], ["commit", "-q", "-m", f"pristine {framework}"]):
+                r = subprocess.run(git + args, capture_output=True, text=True, timeout=600)
+                if r.returncode != 0:
+                    raise NotSupported(f"cannot make {root} a git work tree: {r.stderr.strip()[:200]}")
+        return root
+
+    def tune_moe(self, candidate: Candidate, run_dir: Path) -> list[Path]:
+        if self.device == "cpu":
+            raise NotSupported("MoE kernel tuning needs a GPU; the local sandbox runs on CPU here "
+                               "(use the sim, or a docker/local sandbox on a GPU node)")
+        raise NotSupported(f"MoE tuning on a local {self.device} host is not implemented yet; "
+                           "run the framework's tuner in the docker sandbox")
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._t0

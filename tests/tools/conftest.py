@@ -1,0 +1,19 @@
+"""Fixtures for the real-tools tests: a fake framework interpreter and process-table checks."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+@pytest.fixture
+def fake_python(tmp_path) -> str:
+    """An executable that behaves like `python -m <framework>` but runs the mock server."""
+    p = tmp_path / "fakepython"
+    p.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'fake_framework.py'} \"$@\"\n")
+    p.chmod(0o755)
+    return str(p)
+

@@ -1,0 +1,93 @@
+"""LocalSandbox end to end with a fake framework interpreter: validation, argv, env, MoE config
+install, bad flags dying like argparse, source tree as git, tune_moe refusal on CPU."""
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from agent.errors import BadInput
+from sandboxes.local import LocalSandbox, NotSupported
+from tools.candidate import Candidate, Parallel
+from tools.protocols import LaunchFailure, Sandbox
+
+
+def test_is_a_sandbox(tmp_path):
+    assert isinstance(LocalSandbox(tmp_path), Sandbox)
+
+
+def test_launch_serves_under_the_model_name_with_flags_and_moe_env(tmp_path, fake_python):
+    model = tmp_path / "smol"
+    model.mkdir()
+    cfg = tmp_path / "E=8,N=128,device_name=cpu.json"
+    cfg.write_text("{}")
+    sb = LocalSandbox(model, model_name="smol", python=fake_python, ready_timeout_s=30)
+    c = Candidate(framework="vllm", flags={"--max-num-seqs": 8, "--enforce-eager": True},
+                  env={"VLLM_CPU_KVCACHE_SPACE": "1"}, moe_configs=[str(cfg)])
+    with sb.launch(c, tmp_path / "run") as s:
+        assert httpx.get(s.url + "/v1/models").json()["data"][0]["id"] == "smol"
+        log = s.log_text()
+        assert "flags --model=" in log and "--max-num-seqs=8" in log and "--enforce-eager=True" in log
+        assert "env VLLM_CPU_KVCACHE_SPACE=1" in log
+        assert f"env VLLM_TUNED_CONFIG_FOLDER={(tmp_path / 'run' / 'moe_configs').resolve()}" in log
+        assert (tmp_path / "run" / "moe_configs" / cfg.name).exists()
+        texts = __import__("asyncio").run(s.client.complete(["a", "b"], max_tokens=3))
+        assert texts == ["tok tok tok "] * 2
+    assert sb.elapsed_s() > 0
+
+
+def test_sglang_and_atom_launch(tmp_path, fake_python):
+    for fw in ("sglang", "atom"):
+        sb = LocalSandbox(tmp_path, model_name="w", python=fake_python, ready_timeout_s=30)
+        c = Candidate(framework=fw, parallel=Parallel(tp=1))
+        with sb.launch(c, tmp_path / fw) as s:
+            served = httpx.get(s.url + "/v1/models").json()["data"][0]["id"]
+            assert served == ("w" if fw == "sglang" else str(tmp_path))  # atom serves the path
+
+
+def test_invalid_candidate_is_rejected_before_launch(tmp_path, fake_python):
+    sb = LocalSandbox(tmp_path, python=fake_python)
+    with pytest.raises(BadInput, match="--kv-cache-dtype"):
+        sb.launch(Candidate(framework="vllm", flags={"--kv-cache-dtype": "fp9"}), tmp_path / "r")
+    with pytest.raises(BadInput, match="does not exist"):
+        LocalSandbox(tmp_path / "nope", python=fake_python).launch(Candidate(framework="vllm"), tmp_path / "r")
+
+
+def test_flag_the_cli_rejects_dies_with_bad_flag_diagnosis(tmp_path, fake_python):
+    # --max-model-len is in our schema, but the fake CLI gets a value argparse refuses
+    sb = LocalSandbox(tmp_path, python=fake_python, ready_timeout_s=30)
+    c = Candidate(framework="vllm", env={"FAKE_MODE": "ok"}, flags={"--max-model-len": "4k"})
+    with pytest.raises(BadInput, match="invalid int value: '4k'"):
+        sb.launch(c, tmp_path / "r")
+    # a failure only the running server sees: the engine dies with a shape mismatch
+    c = Candidate(framework="sglang", env={"FAKE_MODE": "die", "FAKE_LOG_LINE":
+                  "RuntimeError: shape mismatch while loading model.eh_proj.weight: [6144, 6144] uint8 vs "
+                  "[6144, 12288] bfloat16"})
+    with pytest.raises(LaunchFailure) as e:
+        sb.launch(c, tmp_path / "r2")
+    assert e.value.diagnosis.kind == "shape_mismatch"
+    assert e.value.diagnosis.details["param"] == "model.eh_proj.weight"
+
+
+def test_source_tree_is_the_installed_package_as_git(tmp_path):
+    pkg = tmp_path / "site" / "vllm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("X = 1\n")
+    py = tmp_path / "py"
+    py.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    py.chmod(0o755)
+    sb = LocalSandbox(tmp_path, python=str(py))
+    root = sb.source_tree("vllm", tmp_path / "run")
+    assert root == pkg
+    log = subprocess.run(["git", "-C", str(root), "log", "--oneline"], capture_output=True, text=True).stdout
+    assert "pristine vllm" in log
+    assert sb.source_tree("vllm", tmp_path / "run") == pkg  # idempotent
+    with pytest.raises(NotSupported, match="not installed"):
+        sb.source_tree("sglang", tmp_path / "run")
+    with pytest.raises(BadInput, match="unknown framework"):
+        sb.source_tree("trt", tmp_path / "run")
+
+
+def test_tune_moe_refuses_clearly_on_cpu(tmp_path):
+    with pytest.raises(NotSupported, match="needs a GPU"):
+        LocalSandbox(tmp_path).tune_moe(Candidate(framework="vllm"), tmp_path)

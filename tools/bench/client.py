@@ -1,0 +1,144 @@
+"""Async streaming OpenAI-compatible client: the load generator over HTTP (`tools.protocols.Client`).
+
+Each request is `POST /v1/completions` with `stream: true`, `ignore_eos: true` and `max_tokens`
+= the spec's output length, so every request generates exactly what the workload asked for.
+Times are taken with perf_counter at send, at each streamed chunk and at the end, relative to
+the start of the run. Errors are recorded in the request's record, never raised: a server that
+dies mid-run yields failed records, not an exception.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+
+from agent.errors import BadInput
+from tools.bench.records import RequestRecord, RequestSpec
+
+
+def _filler(n: int) -> str:
+    return " ".join(["hello"] * max(n, 1))  # only when a spec carries no prompt text
+
+
+class OpenAIClient:
+    def __init__(self, url: str, model: str, *, timeout_s: float = 3600.0, api_key: str | None = None,
+                 progress=None):
+        self.url = url.rstrip("/")
+        self.model = model
+        self.timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.progress = progress  # callable(record) after each request, e.g. a tqdm update
+
+    # -- checks ----------------------------------------------------------------------------
+    def check(self) -> list[str]:
+        """Fail early with one clear line: the URL answers and serves this model."""
+        try:
+            r = httpx.get(self.url + "/v1/models", headers=self.headers, timeout=10.0)
+        except httpx.HTTPError as e:
+            raise BadInput(f"cannot reach {self.url}: {type(e).__name__}: {e}") from None
+        if r.status_code != 200:
+            raise BadInput(f"{self.url}/v1/models answered HTTP {r.status_code}; is it an OpenAI-compatible server?")
+        try:
+            served = [m["id"] for m in r.json()["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise BadInput(f"{self.url}/v1/models did not return an OpenAI model list") from None
+        if self.model not in served:
+            raise BadInput(f"model {self.model!r} is not served by {self.url}; served: {', '.join(served)}")
+        return served
+
+    # -- load ------------------------------------------------------------------------------
+    def _http(self, n: int) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=max(n, 1), max_keepalive_connections=max(n, 1))
+        return httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self.headers)
+
+    async def run(self, specs: list[RequestSpec], *, concurrency: int | None = None) -> list[RequestRecord]:
+        """Send each spec at its arrival_s (or keep `concurrency` in flight); one record each."""
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        n_conn = concurrency or len(specs)
+        async with self._http(n_conn) as http:
+            t0 = time.perf_counter()
+            if concurrency:
+                sem = asyncio.Semaphore(concurrency)
+
+                async def paced(s: RequestSpec) -> RequestRecord:
+                    async with sem:
+                        return await self._one(http, s, t0)
+                coros = [paced(s) for s in specs]
+            else:
+                async def timed(s: RequestSpec) -> RequestRecord:
+                    delay = t0 + s.arrival_s - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)  # the schedule's arrival time, not a race workaround
+                    return await self._one(http, s, t0)
+                coros = [timed(s) for s in specs]
+            return list(await asyncio.gather(*coros))
+
+    async def _one(self, http: httpx.AsyncClient, s: RequestSpec, t0: float) -> RequestRecord:
+        body = {"model": self.model, "prompt": s.prompt if s.prompt is not None else _filler(s.input_tokens),
+                "max_tokens": s.output_tokens, "stream": True, "ignore_eos": True, "temperature": 0.0,
+                "stream_options": {"include_usage": True}}
+        times: list[float] = []
+        usage_tokens = None
+        send = time.perf_counter() - t0
+        error = None
+        try:
+            async with http.stream("POST", self.url + "/v1/completions", json=body) as r:
+                if r.status_code != 200:
+                    text = (await r.aread()).decode(errors="replace")
+                    raise RuntimeError(f"HTTP {r.status_code}: {text[:200]}")
+                async for line in r.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    ev = json.loads(data)
+                    if ev.get("error"):
+                        raise RuntimeError(f"server error: {str(ev['error'])[:200]}")
+                    if ev.get("usage") and not ev.get("choices"):
+                        usage_tokens = ev["usage"].get("completion_tokens")
+                        continue
+                    if any(c.get("text") for c in ev.get("choices", [])):
+                        times.append(time.perf_counter() - t0)
+                    if ev.get("usage"):
+                        usage_tokens = ev["usage"].get("completion_tokens")
+        except Exception as e:  # recorded, never raised: a dead server gives failed records
+            error = f"{type(e).__name__}: {e}"[:300]
+        end = time.perf_counter() - t0
+        out_tokens = usage_tokens if usage_tokens is not None else len(times)
+        ok = error is None and out_tokens >= s.output_tokens
+        if error is None and not ok:
+            error = f"short output: {out_tokens} of {s.output_tokens} tokens"
+        rec = RequestRecord(id=s.id, send_s=send, first_token_s=times[0] if times else None, end_s=end,
+                            input_tokens=s.input_tokens, output_tokens=out_tokens, ok=ok, error=error,
+                            token_times_s=times)
+        if self.progress:
+            self.progress(rec)
+        return rec
+
+    # -- evals -----------------------------------------------------------------------------
+    async def complete(self, prompts: list[str], *, max_tokens: int = 256, temperature: float = 0.0,
+                       seed: int = 0, concurrency: int = 8, stop: list[str] | None = None) -> list[str]:
+        """Completion texts in prompt order. A request that fails yields '' and is kept in
+        `self.errors` (index -> message), so one bad item cannot sink an eval."""
+        self.errors: dict[int, str] = {}
+        sem = asyncio.Semaphore(concurrency)
+        async with self._http(concurrency) as http:
+            async def one(i: int, p: str) -> str:
+                body = {"model": self.model, "prompt": p, "max_tokens": max_tokens,
+                        "temperature": temperature, "seed": seed}
+                if stop:
+                    body["stop"] = stop
+                async with sem:
+                    try:
+                        r = await http.post(self.url + "/v1/completions", json=body)
+                        if r.status_code != 200:
+                            raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
+                        return r.json()["choices"][0]["text"]
+                    except Exception as e:
+                        self.errors[i] = f"{type(e).__name__}: {e}"[:300]
+                        return ""
+            return list(await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts))))
