@@ -1,0 +1,57 @@
+"""LangGraph wiring only: nodes, edges, and SqliteSaver checkpoints in the run directory.
+
+    setup -> baseline -> trial -> decide -> propose -> [review (interrupt) -> apply] -> trial ...
+                                              \\-> record (budget or phases exhausted) -> END
+"""
+from __future__ import annotations
+
+import sqlite3
+from functools import partial
+from pathlib import Path
+from typing import TypedDict
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from agent import nodes, report
+
+CHECKPOINTS = "checkpoints.sqlite"
+THREAD = {"configurable": {"thread_id": "run"}, "recursion_limit": 100_000}
+
+
+class State(TypedDict, total=False):
+    incumbent: int | None  # ledger trial id of the configuration to beat
+    trial: int | None  # ledger trial id in flight
+    need: str | None  # what the trial node measures next: first | repeat | evaluate
+    route: str
+    stop_reason: str
+    last: str
+
+
+def _route(state: State) -> str:
+    return state["route"]
+
+
+def build(rt: nodes.Runtime):
+    g = StateGraph(State)
+    g.add_node("setup", partial(nodes.setup, rt))
+    g.add_node("baseline", partial(nodes.baseline, rt))
+    g.add_node("propose", partial(nodes.propose, rt))
+    g.add_node("review", partial(nodes.review, rt))
+    g.add_node("apply", partial(nodes.apply, rt))
+    g.add_node("trial", partial(nodes.trial, rt))
+    g.add_node("decide", partial(nodes.decide_node, rt))
+    g.add_node("record", partial(report.record_node, rt))
+    g.add_edge(START, "setup")
+    g.add_edge("setup", "baseline")
+    g.add_edge("baseline", "trial")
+    g.add_edge("trial", "decide")
+    g.add_conditional_edges("decide", _route, {"trial": "trial", "propose": "propose"})
+    g.add_conditional_edges("propose", _route, {"trial": "trial", "review": "review", "apply": "apply",
+                                                "propose": "propose", "record": "record"})
+    g.add_conditional_edges("review", _route, {"apply": "apply", "propose": "propose", "review": "review",
+                                               "trial": "trial"})
+    g.add_conditional_edges("apply", _route, {"trial": "trial", "propose": "propose"})
+    g.add_edge("record", END)
+    conn = sqlite3.connect(Path(rt.run_dir) / CHECKPOINTS, check_same_thread=False)
+    return g.compile(checkpointer=SqliteSaver(conn))

@@ -1,0 +1,340 @@
+"""One function per graph node. Side effects live here (never in planners or tools an LLM can
+call); graph state is plain JSON holding ids into the ledger, which holds everything else.
+
+Every node is safe to re-run after a crash: it reads what the ledger already has (a finished
+trial is never run again; a measurement already recorded is reused) and only does what is missing.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from langgraph.types import interrupt
+
+from agent.config import RunConfig
+from agent.decide import EVALUATE, KEEP, REPEAT, decide, objective_value
+from agent.ledger import Ledger
+from agent.measure import bench
+from agent.planners.base import PlanContext, Proposal
+from tools import frameworks, moe
+from tools import patch as patchtool
+from tools.candidate import Candidate
+from tools.protocols import LaunchFailure
+
+
+@dataclass
+class Runtime:
+    """What the nodes act with; rebuilt (not checkpointed) on resume from the ledger's config."""
+    config: RunConfig
+    run_dir: Path
+    ledger: Ledger
+    sandbox: object
+    planner: object
+    suite: object  # agent.measure.EvalSuite
+    card: object
+    hw: object
+    progress: Callable[[str], None] = field(default=lambda s: None)
+
+    def frameworks(self) -> tuple[str, ...]:
+        return tuple(getattr(self.sandbox, "frameworks", frameworks.NAMES))
+
+
+# ---- helpers -------------------------------------------------------------------------------
+def reap_stale_servers(run_dir: Path) -> list[int]:
+    """Kill server process groups a killed agent left behind. Sandboxes that start processes
+    write `<anything>.pgid` files under the run dir and delete them on a clean stop."""
+    killed = []
+    for f in Path(run_dir).rglob("*.pgid"):
+        try:
+            pgid = int(f.read_text().strip())
+            os.killpg(pgid, 0)
+        except (ValueError, ProcessLookupError, PermissionError, OSError):
+            f.unlink(missing_ok=True)
+            continue
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            killed.append(pgid)
+        except ProcessLookupError:
+            pass
+        f.unlink(missing_ok=True)
+    return killed
+
+
+def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
+    led = rt.ledger
+    rejected: dict[str, str] = {}
+    approved: dict[str, str] = {}
+    for p in led.patches():
+        if p["status"] in ("rejected", "skipped"):
+            rejected[p["key"]] = p["reason"] or ""
+            if p["status"] == "rejected":  # a human said no to this fix: never again this run
+                rejected[p["fix"]] = p["reason"] or ""
+        elif p["status"] == "approved":
+            approved[p["key"]] = p["id"]
+    return PlanContext(config=rt.config, card=rt.card, hw=rt.hw, trials=led.trials(),
+                       measurements=led.measurements, incumbent_id=incumbent,
+                       frameworks=rt.frameworks(),
+                       source_tree=lambda fw: rt.sandbox.source_tree(fw, rt.run_dir),
+                       rejected=rejected, approved=approved)
+
+
+def _sync_tree(rt: Runtime, c: Candidate) -> None:
+    """Make the framework's source tree carry exactly the candidate's patches."""
+    wanted = []
+    for pid in c.patches:
+        p = rt.ledger.patch(pid)
+        if p["status"] != "approved":
+            raise patchtool.PatchRefused(f"patch {pid} is {p['status']}, not approved")
+        wanted.append((pid, p["diff"], p["fix"]))
+    try:
+        tree = rt.sandbox.source_tree(c.framework, rt.run_dir)
+    except Exception:
+        if wanted:
+            raise
+        return
+    patchtool.sync(tree, wanted)
+
+
+def _measure(rt: Runtime, tid: int, c: Candidate, role: str, *, evals: bool) -> dict:
+    """Launch, measure, stop; records the measurement. Raises LaunchFailure."""
+    _sync_tree(rt, c)
+    t0, g0 = time.time(), rt.sandbox.elapsed_s()
+    rt.progress(f"  launching {c.framework} ({role}) ...")
+    with rt.sandbox.launch(c, rt.run_dir / "trials" / str(tid)) as server:
+        diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
+        seq = len(rt.ledger.measurements(tid, role))
+        data = bench(server.client, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
+        if evals:
+            data["evals"] = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
+    data["diagnoses"] = diags
+    rt.ledger.add_measurement(tid, role, data, wall_s=time.time() - t0, ground_s=rt.sandbox.elapsed_s() - g0)
+    return data
+
+
+def _series(rt: Runtime, tid: int, inc: int | None) -> tuple[list[dict], list[dict]]:
+    cand = [m["data"] for m in rt.ledger.measurements(tid, "candidate")]
+    if inc is None:
+        return [], cand
+    incs = [m["data"] for m in rt.ledger.measurements(inc, "candidate")]
+    incs += [m["data"] for m in rt.ledger.measurements(tid, "incumbent")]
+    return incs, cand
+
+
+# ---- nodes ---------------------------------------------------------------------------------
+def setup(rt: Runtime, state: dict) -> dict:
+    killed = reap_stale_servers(rt.run_dir)
+    if killed:
+        rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
+    rt.ledger.set_meta("status", "running")
+    return {"incumbent": state.get("incumbent"), "route": "baseline"}
+
+
+def baseline(rt: Runtime, state: dict) -> dict:
+    open_ = [t for t in rt.ledger.trials() if t["phase"] == "framework"]
+    if open_:  # re-run after a crash: the baseline trial is already recorded
+        return {"trial": open_[0]["id"], "need": "first", "route": "trial"}
+    p = rt.planner.propose(plan_context(rt, None))
+    tid = rt.ledger.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
+                              candidate=p.candidate, incumbent_id=None, proposal=p.model_dump(mode="json"))
+    return {"trial": tid, "need": "first", "route": "trial"}
+
+
+def propose(rt: Runtime, state: dict) -> dict:
+    led, cfg = rt.ledger, rt.config
+    inc = state.get("incumbent")
+    pending = [t for t in led.trials() if t["status"] in ("proposed", "running")]
+    if pending:  # a proposal recorded before a crash: finish it rather than plan twice
+        return _route_for(rt, pending[0])
+    if cfg.budget.trials is not None and led.launched_count() >= cfg.budget.trials:
+        return {"route": "record", "stop_reason": f"trial budget of {cfg.budget.trials} used"}
+    if cfg.budget.time_s is not None and rt.sandbox.elapsed_s() >= cfg.budget.time_s:
+        return {"route": "record", "stop_reason": f"time budget of {cfg.budget.time_s:.0f} s used"}
+    p: Proposal = rt.planner.propose(plan_context(rt, inc))
+    if p.kind == "stop":
+        return {"route": "record", "stop_reason": p.description}
+    pid = None
+    cand = p.candidate
+    if p.kind == "patch":
+        pid = f"p{len(led.patches()) + 1:02d}-{p.patch.fix}"
+        log = ""
+        if p.fixes_trial is not None:
+            ft = led.trial(p.fixes_trial)
+            log = ft["log_excerpt"]
+            diag = next((d for d in ft["diagnoses"] if d.get("fatal", True)), {})
+        else:
+            diag = {}
+        led.add_patch(pid=pid, key=p.patch.key, fix=p.patch.fix, framework=p.patch.framework,
+                      diff=p.patch.diff, files=p.patch.files, diagnosis=diag, log_excerpt=log)
+        c = p.cand()
+        cand = c.model_copy(update={"patches": [*c.patches, pid]}).model_dump(mode="json")
+        (rt.run_dir / "patches").mkdir(exist_ok=True)
+        (rt.run_dir / "patches" / f"{pid}.diff").write_text(p.patch.diff)
+    tid = led.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
+                        candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
+    rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
+    return _route_for(rt, led.trial(tid))
+
+
+def _route_for(rt: Runtime, t: dict) -> dict:
+    """Where a recorded, unfinished trial goes next. Approval comes only from the ledger (a
+    human at the CLI) or the run's --approve policy; never from anything a log or model said."""
+    if t["kind"] != "patch" or t["status"] == "running":
+        return {"trial": t["id"], "need": "first", "route": "trial"}
+    p = rt.ledger.patch(t["patch_id"])
+    if p["status"] == "pending" and rt.config.approve == "auto":
+        rt.ledger.decide_patch(p["id"], "approved", by="policy:--approve auto")
+    elif p["status"] == "pending" and rt.config.approve == "never":
+        rt.ledger.decide_patch(p["id"], "skipped", by="policy:--approve never",
+                               reason="--approve never: patches are not applied")
+    p = rt.ledger.patch(t["patch_id"])
+    if p["status"] == "approved":
+        return {"trial": t["id"], "route": "apply"}
+    if p["status"] in ("rejected", "skipped"):
+        rt.ledger.finish_trial(t["id"], verdict=p["status"], reason=f"patch {p['id']} {p['status']} by "
+                               f"{p['decided_by']}: {p['reason'] or 'no reason given'}")
+        rt.progress(f"  patch {p['id']} {p['status']} ({p['reason']})")
+        return {"trial": None, "route": "propose"}
+    return {"trial": t["id"], "route": "review"}
+
+
+def review(rt: Runtime, state: dict) -> dict:
+    """The only place the run waits for a human. The answer is recorded by the caller (the CLI)
+    in the ledger before resuming; here we only pause and then read it back."""
+    t = rt.ledger.trial(state["trial"])
+    interrupt({"trial": t["id"], "patch_id": t["patch_id"]})
+    return _route_for(rt, rt.ledger.trial(state["trial"]))
+
+
+def apply(rt: Runtime, state: dict) -> dict:
+    t = rt.ledger.trial(state["trial"])
+    p = rt.ledger.patch(t["patch_id"])
+    c = Candidate.model_validate(t["candidate"])
+    try:
+        tree = rt.sandbox.source_tree(c.framework, rt.run_dir)
+        patchtool.check_diff(p["diff"], tree)
+        _sync_tree(rt, c)
+    except (patchtool.PatchRefused, NotImplementedError, OSError) as e:
+        rt.ledger.start_trial(t["id"])
+        rt.ledger.finish_trial(t["id"], verdict="failed", reason=f"patch {p['id']} could not be applied: {e}")
+        return {"trial": None, "route": "propose"}
+    commit = patchtool.applied(tree).get(p["id"])
+    rt.ledger.event("patch", f"applied {p['id']} as commit {commit}")
+    return {"trial": t["id"], "need": "first", "route": "trial"}
+
+
+def trial(rt: Runtime, state: dict) -> dict:
+    led, tid, inc = rt.ledger, state["trial"], state.get("incumbent")
+    t = led.trial(tid)
+    if t["status"] == "done":
+        return {"route": "decide"}
+    led.start_trial(tid)
+    c = Candidate.model_validate(t["candidate"])
+    fw = frameworks.get(c.framework)
+    try:
+        if t["kind"] == "moe_tune" and not c.moe_configs:
+            rt.progress("  running the MoE tuner for the model's shard shapes ...")
+            shape = moe.shard_shape(rt.card, c)
+            configs = moe.tune(rt.sandbox, c, rt.run_dir, f"trial-{tid}")
+            c = moe.install(c, configs, fw)
+            led.update_trial(tid, candidate=c.model_dump(mode="json"))
+            led.event("moe", f"tuned {shape} -> {[p.name for p in configs]}")
+        fw.validate(c)
+        need = state.get("need") or "first"
+        incs, cands = _series(rt, tid, inc)
+        if need == "first" and not cands:
+            data = _first(rt, tid, c, inc)
+            if t["kind"] == "moe_tune":
+                ok, why = moe.engagement(data["diagnoses"], c.moe_configs)
+                led.event("moe", ("engaged: " if ok else "NOT engaged: ") + why)
+                if not ok:
+                    led.finish_trial(tid, verdict="reverted", reason=f"tuned MoE config not used: {why}",
+                                     ground_s=None)
+                    return {"route": "decide"}
+        elif need == "repeat":
+            inc_c = Candidate.model_validate(led.trial(inc)["candidate"])
+            target = len(cands) + 1
+            while len(_series(rt, tid, inc)[0]) < target:  # interleaved: incumbent, then candidate
+                _measure(rt, tid, inc_c, "incumbent", evals=False)
+            while len(_series(rt, tid, inc)[1]) < target:
+                _measure(rt, tid, c, "candidate", evals=False)
+        elif need == "evaluate":
+            rows = led.measurements(tid, "candidate")
+            _sync_tree(rt, c)
+            with rt.sandbox.launch(c, rt.run_dir / "trials" / str(tid)) as server:
+                ev = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
+            led.set_measurement(rows[0]["id"], {**rows[0]["data"], "evals": ev})
+    except LaunchFailure as e:
+        return _failed(rt, tid, c, e)
+    except Exception as e:  # noqa: BLE001  an invalid candidate or a broken tree fails this trial only
+        if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
+            raise
+        led.finish_trial(tid, verdict="failed", reason=f"{type(e).__name__}: {e}")
+        return {"route": "decide"}
+    return {"route": "decide"}
+
+
+def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
+    """First measurement of a candidate; evals in the same server session when the performance
+    verdict says the eval gate is next (so a server is started once, not twice)."""
+    _sync_tree(rt, c)
+    t0, g0 = time.time(), rt.sandbox.elapsed_s()
+    rt.progress(f"  launching {c.framework} {c.weights} TP{c.parallel.tp}xDP{c.parallel.dp} ...")
+    with rt.sandbox.launch(c, rt.run_dir / "trials" / str(tid)) as server:
+        diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
+        rt.ledger.update_trial(tid, outcome="launched", diagnoses=diags)
+        data = bench(server.client, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)
+        data["diagnoses"] = diags
+        incs, _ = _series(rt, tid, inc)
+        if decide(incs, [data], rt.config.objective, rt.config.gate)["decision"] == EVALUATE:
+            rt.progress("  running evals ...")
+            data["evals"] = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
+    rt.ledger.add_measurement(tid, "candidate", data, wall_s=time.time() - t0, ground_s=rt.sandbox.elapsed_s() - g0)
+    return data
+
+
+def _failed(rt: Runtime, tid: int, c: Candidate, e: LaunchFailure) -> dict:
+    diags = [e.diagnosis.model_dump()] if e.diagnosis else []
+    seen = {(d["kind"], repr(d["details"])) for d in diags}
+    for d in frameworks.get(c.framework).diagnose(e.excerpt or ""):
+        if (d.kind, repr(d.details)) not in seen:
+            diags.append(d.model_dump())
+    first = next((d for d in diags if d.get("fatal", True)), None)
+    why = f"{first['kind']}: {first['message']}" + (f" ({first['evidence'][0]})" if first and first["evidence"] else "") \
+        if first else str(e)
+    rt.ledger.update_trial(tid, outcome="launch_failed", diagnoses=diags, log_excerpt=(e.excerpt or "")[-4000:])
+    rt.ledger.finish_trial(tid, verdict="failed", reason=f"launch failed: {why}")
+    rt.progress(f"  launch failed: {why}")
+    return {"route": "decide"}
+
+
+def decide_node(rt: Runtime, state: dict) -> dict:
+    led, tid, inc = rt.ledger, state["trial"], state.get("incumbent")
+    t = led.trial(tid)
+    c = Candidate.model_validate(t["candidate"])
+    if t["status"] != "done":
+        incs, cands = _series(rt, tid, inc)
+        v = decide(incs, cands, rt.config.objective, rt.config.gate)
+        if v["decision"] in (REPEAT, EVALUATE):
+            rt.progress(f"  {v['decision']}: {v['reason']}")
+            return {"need": v["decision"], "route": "trial"}
+        verdict = "kept" if v["decision"] == KEEP else "reverted"
+        ground = sum((m["ground_s"] or 0) for m in led.measurements(tid))
+        led.finish_trial(tid, verdict=verdict, reason=v["reason"], numbers=v["numbers"], ground_s=ground)
+        t = led.trial(tid)
+    new_inc = tid if t["verdict"] == "kept" else inc
+    if t["verdict"] != "kept" and inc is not None:  # leave the tree as the incumbent needs it
+        try:
+            _sync_tree(rt, Candidate.model_validate(led.trial(inc)["candidate"]))
+        except Exception as e:  # noqa: BLE001
+            led.event("patch", f"could not restore the tree after trial {tid}: {e}")
+    best = None
+    if new_inc is not None:
+        ms = [m["data"] for m in led.measurements(new_inc, "candidate")]
+        best = max(objective_value(m, rt.config.objective) for m in ms) if ms else None
+    rt.progress(f"  -> {t['verdict']}: {t['reason']}" + (f"  | best {best:.1f}" if best is not None else ""))
+    led.set_meta("incumbent", new_inc)
+    return {"incumbent": new_inc, "trial": None, "need": None, "route": "propose", "last": c.key()}

@@ -1,0 +1,79 @@
+"""The planner seam: what any planner (built-in phases, a playbook replayer, an LLM) receives and
+returns. A planner reads; it never launches, applies or approves anything. The nodes do that.
+
+A planner keeps no state of its own between calls: everything it knows comes from the context
+(the ledger's trials, the incumbent, the model card, the hardware, the flag schemas, read-only
+access to the framework source tree), so a resumed run plans exactly as the original would.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal, Protocol
+
+from pydantic import BaseModel
+
+from tools.candidate import Candidate
+
+PHASES = ("framework", "precision", "speculative", "flags", "parallel", "moe")
+Kind = Literal["config", "patch", "moe_tune", "stop"]
+
+
+class PatchProposal(BaseModel):
+    fix: str  # catalogue entry (or "llm") that produced it
+    key: str  # content key: a rejected key is never proposed again
+    framework: str
+    diff: str  # unified diff, relative to the source tree root (a/ b/ prefixes)
+    files: list[str]
+    title: str
+    why: str  # the diagnosis it answers, in words
+
+
+class Proposal(BaseModel):
+    kind: Kind
+    phase: str
+    description: str
+    rationale: str = ""
+    candidate: dict | None = None  # Candidate JSON to run (patch proposals: with the patch id included)
+    patch: PatchProposal | None = None
+    fixes_trial: int | None = None  # the failed trial this answers
+    params: dict = {}  # search parameters (Optuna bookkeeping)
+
+    def cand(self) -> Candidate:
+        assert self.candidate is not None
+        return Candidate.model_validate(self.candidate)
+
+
+@dataclass
+class PlanContext:
+    config: object  # agent.config.RunConfig
+    card: object  # tools.models.ModelCard
+    hw: object  # tools.hardware.HardwareProfile
+    trials: list[dict]  # the ledger's trials, oldest first
+    measurements: Callable[[int], list[dict]]  # trial id -> its measurements (ledger rows)
+    incumbent_id: int | None
+    frameworks: tuple[str, ...]  # what this sandbox can run
+    source_tree: Callable[[str], Path]  # framework -> its git work tree (read only for planners)
+    rejected: dict[str, str] = field(default_factory=dict)  # patch key / fix name -> reason
+    approved: dict[str, str] = field(default_factory=dict)  # patch key -> patch id
+
+    @property
+    def incumbent(self) -> dict | None:
+        return next((t for t in self.trials if t["id"] == self.incumbent_id), None)
+
+    def incumbent_candidate(self) -> Candidate | None:
+        t = self.incumbent
+        return Candidate.model_validate(t["candidate"]) if t else None
+
+    def tried_keys(self) -> set[str]:
+        """Candidates already launched or queued (so nothing is measured twice by accident)."""
+        return {Candidate.model_validate(t["candidate"]).key() for t in self.trials
+                if t["kind"] != "patch" or t["verdict"] not in ("rejected", "skipped")}
+
+
+class Planner(Protocol):
+    name: str
+
+    def propose(self, ctx: PlanContext) -> Proposal:
+        """The next thing to try, or a `stop` proposal saying why there is nothing left."""
+        ...

@@ -1,0 +1,294 @@
+"""The built-in planner: walks the phases framework -> precision -> speculative decoding ->
+flags -> parallelism -> MoE kernels without knowing the answer.
+
+Candidates come from the frameworks' flag schemas (FlagSpec.search) and the model card (MTP
+layers -> the framework's speculative flags; MoE -> expert parallelism and kernel tuning); numeric
+flags are searched with Optuna TPE; a failed launch's Diagnosis is answered from the fix
+catalogue before the phase moves on. A fix a human rejected is never proposed again.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from agent.planners import search
+from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
+from agent.planners.fixes import fixes_for
+from tools import frameworks
+from tools.candidate import Candidate, Parallel
+from tools.models import PRECISIONS
+
+SPEC_WORDS = ("specul", "--method", "--num-speculative-tokens")
+SPEC_DEPTHS = (3, 5)  # the common MTP depth, then a deeper draft
+
+
+class BuiltinPlanner:
+    name = "builtin"
+
+    def __init__(self, *, search_trials: int = 6, screen_choices: int = 3):
+        self.search_trials = search_trials
+        self.screen_choices = screen_choices
+
+    # ---- entry point ---------------------------------------------------------------------
+    def propose(self, ctx: PlanContext) -> Proposal:
+        if not ctx.trials:
+            return self._baseline(ctx)
+        phase = max((t["phase"] for t in ctx.trials if t["phase"] in PHASES), key=PHASES.index,
+                    default=PHASES[0])
+        tried = ctx.tried_keys()
+        fix = self._answer_failures(ctx, phase, tried)
+        if fix is not None:
+            return fix
+        for ph in PHASES[PHASES.index(phase):]:
+            for p in getattr(self, f"_{ph}")(ctx):
+                if p.kind == "moe_tune" or Candidate.model_validate(p.candidate).key() not in tried:
+                    return p
+        return Proposal(kind="stop", phase=phase, description="every phase is exhausted",
+                        rationale="no untried candidate is left in any phase")
+
+    def _baseline(self, ctx: PlanContext) -> Proposal:
+        fw = ctx.frameworks[0]
+        c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=self._full_tp(ctx)))
+        return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, default flags",
+                        rationale="measure the starting point with the framework's defaults",
+                        candidate=c.model_dump(mode="json"))
+
+    @staticmethod
+    def _full_tp(ctx: PlanContext) -> int:
+        n = max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
+        heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
+        while n > 1 and heads % n:
+            n //= 2
+        return n
+
+    # ---- failures -> fixes ---------------------------------------------------------------
+    def _answer_failures(self, ctx: PlanContext, phase: str, tried: set[str]) -> Proposal | None:
+        answered = {t["proposal"].get("fixes_trial") for t in ctx.trials}
+        for t in reversed(ctx.trials):
+            if t["phase"] != phase or t["verdict"] != "failed" or t["id"] in answered:
+                continue
+            cand = Candidate.model_validate(t["candidate"])
+            fw = frameworks.get(cand.framework)
+            try:
+                tree = ctx.source_tree(cand.framework)
+            except Exception:  # a sandbox without a source tree: flag/env fixes only
+                tree = None
+            notes = []
+            for fx in fixes_for(t["diagnoses"], cand, card=ctx.card, hw=ctx.hw, tree=tree, framework=fw):
+                if fx.name in ctx.rejected or fx.key in ctx.rejected:
+                    notes.append(f"{fx.name} was rejected before ({ctx.rejected.get(fx.key) or ctx.rejected.get(fx.name)})")
+                    continue
+                why = f"trial {t['id']} failed: {fx.why}"
+                if fx.kind == "patch":
+                    pid = ctx.approved.get(fx.key)
+                    if pid is not None:  # approved earlier for an identical failure: reuse, no new review
+                        new = cand.model_copy(update={"patches": [*cand.patches, pid]})
+                        if new.key() not in tried:
+                            return Proposal(kind="config", phase=phase, fixes_trial=t["id"],
+                                            description=f"retry with approved patch {pid} ({fx.name})",
+                                            rationale=why, candidate=new.model_dump(mode="json"))
+                        continue
+                    return Proposal(kind="patch", phase=phase, fixes_trial=t["id"], rationale=why,
+                                    description=f"patch {cand.framework}: {fx.title}",
+                                    candidate=cand.model_dump(mode="json"),
+                                    patch=PatchProposal(fix=fx.name, key=fx.key, framework=cand.framework,
+                                                        diff=fx.diff, files=fx.files, title=fx.title, why=fx.why))
+                flags = {k: v for k, v in {**cand.flags, **fx.flags}.items() if v is not None}
+                new = cand.model_copy(update={"flags": flags, "env": {**cand.env, **fx.env}})
+                if new.key() not in tried:
+                    return Proposal(kind="config", phase=phase, fixes_trial=t["id"], rationale=why,
+                                    description=f"retry with {fx.name}: {fx.flags or fx.env}",
+                                    candidate=new.model_dump(mode="json"))
+        return None
+
+    # ---- phases --------------------------------------------------------------------------
+    def _framework(self, ctx: PlanContext) -> Iterator[Proposal]:
+        base = Candidate.model_validate(ctx.trials[0]["candidate"])
+        for fw in ctx.frameworks:
+            if fw != base.framework:
+                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel)
+                yield _p("framework", f"framework {fw} with default flags", c,
+                         "compare serving frameworks on the same weights and parallelism")
+
+    def _precision(self, ctx: PlanContext) -> Iterator[Proposal]:
+        inc = ctx.incumbent_candidate()
+        if inc is None:
+            return
+        tf = getattr(ctx.hw, "tflops", {}) or {}
+        here = PRECISIONS[inc.weights].bytes_per_weight
+        for p in sorted(PRECISIONS.values(), key=lambda p: p.bytes_per_weight):
+            if p.bytes_per_weight >= here or p.compute not in tf:
+                continue
+            yield _p("precision", f"{p.name} weights on {inc.framework}",
+                     inc.model_copy(update={"weights": p.name}),
+                     f"{ctx.hw.name} runs {p.compute} natively; fewer weight bytes per token")
+            # The framework may not support it: try the other frameworks that served this model
+            # and were not turned down for accuracy.
+            failed = [t for t in ctx.trials if t["phase"] == "precision" and t["verdict"] == "failed"
+                      and t["candidate"]["weights"] == p.name]
+            if failed:
+                for fw, best in _viable_frameworks(ctx).items():
+                    if fw != inc.framework:
+                        yield _p("precision", f"{p.name} weights on {fw} ({inc.framework} could not load them)",
+                                 best.model_copy(update={"weights": p.name}),
+                                 f"{inc.framework} failed with {p.name}; {fw} served this model before")
+
+    def _speculative(self, ctx: PlanContext) -> Iterator[Proposal]:
+        inc = ctx.incumbent_candidate()
+        if inc is None:
+            return
+        fw = frameworks.get(inc.framework)
+        patches = list(inc.patches)
+        for t in ctx.trials:  # fixes approved in this phase stay with speculative candidates
+            pid = t.get("patch_id")
+            if t["phase"] == "speculative" and pid and pid in ctx.approved.values() and pid not in patches \
+                    and t["candidate"]["framework"] == inc.framework:
+                patches.append(pid)
+        mtp = int(getattr(ctx.card, "mtp_layers", 0) or 0) > 0
+        measured = [t["candidate"]["flags"] for t in ctx.trials if t["phase"] == "speculative"
+                    and t["verdict"] in ("kept", "reverted") and t["candidate"]["framework"] == inc.framework]
+        for flags, what in spec_flag_sets(fw, mtp):
+            if any(all(f.get(k) == v for k, v in flags.items()) for f in measured):
+                continue  # this drafting setting was measured already
+            c = inc.model_copy(update={"flags": {**inc.flags, **flags}, "patches": patches})
+            yield _p("speculative", what, c, "the model has MTP layers: draft with them" if mtp
+                     else "no MTP layers: try n-gram drafting")
+
+    def _flags(self, ctx: PlanContext) -> Iterator[Proposal]:
+        inc = ctx.incumbent_candidate()
+        if inc is None:
+            return
+        fw = frameworks.get(inc.framework)
+        tunable = {n: s for n, s in fw.flags.items() if s.search and not any(w in n for w in SPEC_WORDS)
+                   and n not in fw.parallel_flag_names()}
+        for name, s in tunable.items():  # screen: one categorical / switch flag at a time
+            if "choices" not in s.search:
+                continue
+            cur = inc.flags.get(name, s.default)
+            screened = {repr(t["candidate"]["flags"].get(name)) for t in ctx.trials
+                        if t["phase"] == "flags" and not t["proposal"].get("params")}
+            for choice in [c for c in s.search["choices"] if c != cur and not (cur is None and c is False)
+                           and repr(c) not in screened][:self.screen_choices]:
+                c = _set_flag(inc, name, choice, s.default)
+                yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
+        numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
+        dists = search.distributions(numeric)
+        hist = [(t["proposal"]["params"], _objective(ctx, t)) for t in ctx.trials
+                if t["phase"] == "flags" and t["proposal"].get("params")]
+        if not dists or len(hist) >= self.search_trials:
+            return
+        tried = {search.key(p) for p, _ in hist}
+        params = search.ask(dists, hist, seed=int(getattr(ctx.config, "seed", 0)), tried=tried)
+        if params is None:
+            return
+        c = inc
+        for k, v in params.items():
+            c = _set_flag(c, k, v, numeric[k].default)
+        p = _p("flags", "TPE: " + ", ".join(f"{k} {v}" for k, v in params.items()), c,
+               f"Optuna TPE over {', '.join(dists)} ({len(hist)} points so far)")
+        p.params = params
+        yield p
+
+    def _parallel(self, ctx: PlanContext) -> Iterator[Proposal]:
+        inc = ctx.incumbent_candidate()
+        if inc is None:
+            return
+        n = max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
+        heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
+        moe = bool(getattr(ctx.card, "is_moe", False))
+        oom = [(t["candidate"]["parallel"]["tp"], t["candidate"]["parallel"].get("ep", False))
+               for t in ctx.trials if t["phase"] == "parallel" and t["verdict"] == "failed"
+               and any(d["kind"] == "oom" for d in t["diagnoses"])]
+        tps = [t for t in (n >> i for i in range(8)) if t >= 1 and n % t == 0 and heads % t == 0]
+        for tp in sorted(set(tps), reverse=True):
+            for ep in ([False, True] if moe and tp > 1 else [False]):
+                par = Parallel(tp=tp, dp=n // tp, ep=ep)
+                if par == inc.parallel or any(tp < t and ep == e for t, e in oom):
+                    continue
+                yield _p("parallel", f"TP{tp} x DP{n // tp}{' + EP' if ep else ''}",
+                         inc.model_copy(update={"parallel": par}),
+                         "trade tensor parallelism for data-parallel replicas" + (" with expert parallelism" if ep else ""))
+
+    def _moe(self, ctx: PlanContext) -> Iterator[Proposal]:
+        inc, t = ctx.incumbent_candidate(), ctx.incumbent
+        if inc is None or not getattr(ctx.card, "is_moe", False):
+            return
+        warn = [d for d in t["diagnoses"] if d["kind"] == "moe_default_config"]
+        done = any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == inc.framework
+                   and x["candidate"]["parallel"] == inc.parallel.model_dump() for x in ctx.trials)
+        if warn and not done and not inc.moe_configs:
+            yield Proposal(kind="moe_tune", phase="moe", candidate=inc.model_dump(mode="json"),
+                           description=f"tune MoE kernels for {ctx.card.name} on {inc.parallel.tp}-way shards",
+                           rationale=f"the incumbent's log warns: {warn[0]['evidence'][0] if warn[0]['evidence'] else warn[0]['message']}")
+
+
+def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
+    """Speculative-decoding flag sets the framework's schema can express."""
+    out: list[tuple[dict, str]] = []
+    f = fw.flags
+    if "--speculative-algorithm" in f:
+        choices = f["--speculative-algorithm"].choices or []
+        algo = next((a for a in (("NEXTN", "EAGLE", "MTP") if mtp else ("NGRAM",)) if a in choices), None)
+        if algo:
+            for d in SPEC_DEPTHS:
+                d = _clip(f.get("--speculative-num-steps"), d)
+                out.append(({"--speculative-algorithm": algo, "--speculative-num-steps": d,
+                             "--speculative-eagle-topk": 1,
+                             "--speculative-num-draft-tokens": _clip(f.get("--speculative-num-draft-tokens"), d + 1)},
+                            f"{algo} speculative decoding, {d} steps"))
+    elif "--speculative-config" in f:
+        for d in SPEC_DEPTHS:
+            cfg = {"method": "mtp", "num_speculative_tokens": d} if mtp else \
+                {"method": "ngram", "num_speculative_tokens": d, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+            out.append(({"--speculative-config": cfg}, f"{cfg['method']} speculative decoding, {d} tokens"))
+    elif "--method" in f and mtp:
+        for d in SPEC_DEPTHS:
+            d = _clip(f.get("--num-speculative-tokens"), d)
+            out.append(({"--method": "mtp", "--num-speculative-tokens": d}, f"mtp speculative decoding, {d} tokens"))
+    seen, uniq = set(), []
+    for flags, what in out:
+        k = repr(sorted((a, repr(b)) for a, b in flags.items()))
+        if k not in seen:
+            seen.add(k)
+            uniq.append((flags, what))
+    return uniq
+
+
+def _clip(spec, v: int) -> int:
+    sr = (spec.search if spec is not None else None) or {}
+    return max(int(sr.get("low", v)), min(int(sr.get("high", v)), v))
+
+
+def _set_flag(c: Candidate, name: str, value, default) -> Candidate:
+    flags = dict(c.flags)
+    if value == default or value is False or value is None:
+        flags.pop(name, None)
+    else:
+        flags[name] = value
+    return c.model_copy(update={"flags": flags})
+
+
+def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
+    return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c.model_dump(mode="json"))
+
+
+def _objective(ctx: PlanContext, t: dict) -> float | None:
+    from agent.decide import objective_value
+    if t["verdict"] == "failed":
+        return None
+    ms = [m["data"] for m in ctx.measurements(t["id"]) if m["role"] == "candidate"]
+    if not ms:
+        return None
+    return max(objective_value(m, getattr(ctx.config, "objective", "knee")) for m in ms)
+
+
+def _viable_frameworks(ctx: PlanContext) -> dict[str, Candidate]:
+    """Frameworks that launched this model and were not reverted for an eval regression:
+    framework -> its last launched candidate."""
+    out: dict[str, Candidate] = {}
+    bad = {t["candidate"]["framework"] for t in ctx.trials if (t["reason"] or "").startswith("eval regression")
+           and t["phase"] == "framework"}
+    for t in ctx.trials:
+        fw = t["candidate"]["framework"]
+        if t["outcome"] == "launched" and fw not in bad:
+            out[fw] = Candidate.model_validate(t["candidate"])
+    return out

@@ -1,0 +1,206 @@
+"""The run's outputs, rebuilt from the ledger alone: result.json, report.md + report.html (with
+matplotlib plots), launch.sh, playbook.yaml and patches/*.diff. `agent report RUN` calls `write`."""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import shlex
+from pathlib import Path
+
+import yaml
+
+from agent.decide import OBJECTIVE_LABEL, objective_value
+from agent.ledger import Ledger
+from tools import frameworks
+from tools.candidate import Candidate
+
+COLORS = {"kept": "tab:green", "reverted": "tab:orange", "failed": "tab:red", "rejected": "tab:purple",
+          "skipped": "tab:gray"}
+
+
+def _ms(led: Ledger, tid: int) -> list[dict]:
+    return [m["data"] for m in led.measurements(tid, "candidate")]
+
+
+def _summary(led: Ledger, t: dict, objective: str) -> dict:
+    ms = _ms(led, t["id"])
+    c = t["candidate"]
+    out = {"trial": t["id"], "framework": c["framework"], "weights": c["weights"], "parallel": c["parallel"],
+           "flags": c["flags"], "env": c["env"], "patches": c["patches"], "moe_configs": c["moe_configs"]}
+    if ms:
+        best = max(ms, key=lambda m: objective_value(m, objective))
+        ev = next((m["evals"] for m in ms if m.get("evals")), None) or {}
+        out.update({"knee_rps": best.get("knee_rps"), "knee_tok_s": best.get("knee_tok_s"),
+                    "single_stream_tok_s": best.get("single_stream_tok_s"),
+                    "objective": objective_value(best, objective),
+                    "evals": {k: _acc(v) for k, v in ev.items()}})
+    return out
+
+
+def _acc(xs: list) -> dict:
+    n = len(xs)
+    p = sum(xs) / n if n else 0.0
+    return {"accuracy": p, "se": math.sqrt(p * (1 - p) / n) if n else None, "n": n}
+
+
+def result(led: Ledger, run_dir: Path) -> dict:
+    cfg = led.meta("config") or {}
+    objective = cfg.get("objective", "knee")
+    trials = led.trials()
+    inc = led.meta("incumbent")
+    kept = [t for t in trials if t["verdict"] == "kept"]
+    rows = []
+    for t in trials:
+        ms = _ms(led, t["id"])
+        rows.append({"id": t["id"], "phase": t["phase"], "kind": t["kind"], "description": t["description"],
+                     "candidate": t["candidate"], "outcome": t["outcome"], "verdict": t["verdict"],
+                     "reason": t["reason"], "numbers": t["numbers"], "patch": t["patch_id"],
+                     "diagnoses": [d["kind"] for d in t["diagnoses"]],
+                     "objective": max((objective_value(m, objective) for m in ms), default=None),
+                     "wall_s": t["wall_s"], "ground_s": t["ground_s"]})
+    return {"model": cfg.get("target", {}).get("model"), "hw": cfg.get("target", {}).get("hw"),
+            "backend": cfg.get("backend"), "objective": objective, "status": led.meta("status"),
+            "stop_reason": led.meta("stop_reason"),
+            "baseline": _summary(led, kept[0], objective) if kept else None,
+            "best": _summary(led, led.trial(inc), objective) if inc else None,
+            "patches": [{k: p[k] for k in ("id", "fix", "framework", "status", "decided_by", "reason", "files")}
+                        for p in led.patches()],
+            "trials": rows}
+
+
+def launch_sh(best: dict, model: str, hw) -> str:
+    c = Candidate.model_validate({k: best[k] for k in ("framework", "weights", "parallel", "flags", "env",
+                                                        "patches", "moe_configs")})
+    argv = frameworks.get(c.framework).argv(c, model=model, port=8000, host="0.0.0.0")
+    lines = ["#!/bin/sh", f"# best configuration found by inferloop ({c.framework}, {c.weights} weights)",
+             "set -e"]
+    lines += [f"# apply patches/{p}.diff to the {c.framework} source tree first" for p in c.patches]
+    lines += [f"# tuned MoE config: {p} (mount it at the same path)" for p in c.moe_configs]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(c.env.items())]
+    lines.append("exec " + " ".join(shlex.quote(a) for a in argv))
+    return "\n".join(lines) + "\n"
+
+
+def playbook(led: Ledger, objective: str) -> dict:
+    steps, prev = [], None
+    for t in led.trials(verdict="kept"):
+        c = t["candidate"]
+        change = {k: c[k] for k in ("framework", "weights", "parallel", "flags", "env", "patches", "moe_configs")
+                  if prev is None or c[k] != prev[k]}
+        steps.append({"phase": t["phase"], "kind": t["kind"], "description": t["description"], "change": change,
+                      "patches": [{"id": p, "fix": led.patch(p)["fix"], "file": f"patches/{p}.diff"}
+                                  for p in c["patches"] if prev is None or p not in prev["patches"]],
+                      "evidence": {"trial": t["id"], "reason": t["reason"],
+                                   "objective": objective, "numbers": t["numbers"]}})
+        prev = c
+    return {"version": 1, "objective": objective, "steps": steps}
+
+
+def _plots(led: Ledger, res: dict, out: Path) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    files = []
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, s in (("baseline", res["baseline"]), ("best", res["best"])):
+        if not s:
+            continue
+        ms = _ms(led, s["trial"])
+        pts = sorted((p for p in ms[0]["sweep"]), key=lambda p: p["rps"]) if ms else []
+        a1.plot([p["rps"] for p in pts], [p["tok_s"] for p in pts], "o-", label=label)
+        a2.plot([p["rps"] for p in pts], [p["ttft_p50_s"] for p in pts], "o-", label=f"{label} p50")
+        a2.plot([p["rps"] for p in pts], [p["ttft_p95_s"] for p in pts], "s--", label=f"{label} p95")
+    a1.set(xlabel="achieved RPS", ylabel="output tok/s/node", title="throughput")
+    a2.set(xlabel="achieved RPS", ylabel="TTFT (s)", title="TTFT")
+    a1.legend(), a2.legend()
+    fig.tight_layout(), fig.savefig(out / "sweep.png", dpi=90), plt.close(fig)
+    files.append("sweep.png")
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    for v, col in COLORS.items():
+        xs = [r["id"] for r in res["trials"] if r["verdict"] == v]
+        ys = [r["objective"] or 0 for r in res["trials"] if r["verdict"] == v]
+        if xs:
+            ax.scatter(xs, ys, c=col, label=v)
+    ax.set(xlabel="trial", ylabel=OBJECTIVE_LABEL[res["objective"]], title="trials")
+    ax.legend(fontsize=8)
+    fig.tight_layout(), fig.savefig(out / "trials.png", dpi=90), plt.close(fig)
+    files.append("trials.png")
+    return files
+
+
+def write(run_dir: Path, hw=None) -> dict:
+    run_dir = Path(run_dir)
+    led = Ledger(run_dir)
+    try:
+        res = result(led, run_dir)
+        cfg = led.meta("config") or {}
+        (run_dir / "result.json").write_text(json.dumps(res, indent=2))
+        (run_dir / "patches").mkdir(exist_ok=True)
+        for p in led.patches():
+            (run_dir / "patches" / f"{p['id']}.diff").write_text(p["diff"])
+        pb = playbook(led, res["objective"])
+        pb.update({"model": res["model"], "hw": res["hw"]})
+        (run_dir / "playbook.yaml").write_text(yaml.safe_dump(pb, sort_keys=False))
+        if res["best"]:
+            model = cfg.get("target", {}).get("model_path") or res["model"]
+            (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
+        imgs = _plots(led, res, run_dir) if res["best"] else []
+        md = markdown(res, hw, imgs)
+        (run_dir / "report.md").write_text(md)
+        (run_dir / "report.html").write_text(html(md, run_dir, imgs))
+        return res
+    finally:
+        led.close()
+
+
+def _cost(s: dict, hw) -> str:
+    if not s or not s.get("knee_tok_s") or hw is None:
+        return "n/a"
+    gpus = s["parallel"]["tp"] * s["parallel"]["dp"]
+    per_usd = s["knee_tok_s"] * 3600 / (gpus * hw.usd_per_gpu_h) if hw.usd_per_gpu_h else 0
+    per_w = s["knee_tok_s"] / (gpus * hw.tdp_w) if hw.tdp_w else 0
+    return f"{per_usd:,.0f} tokens/$ · {per_w:.3f} tok/s/W"
+
+
+def markdown(res: dict, hw, imgs: list[str]) -> str:
+    b, s = res["baseline"], res["best"]
+    L = [f"# inferloop: {res['model']} on {res['hw']} ({res['backend']})", "",
+         f"Objective: {OBJECTIVE_LABEL[res['objective']]}. Stopped: {res['stop_reason']}.", ""]
+    if s:
+        L += ["| | framework | weights | knee RPS | knee tok/s | single-stream tok/s | cost |", "|" + "---|" * 7]
+        for name, x in (("baseline", b), ("best", s)):
+            L.append(f"| {name} | {x['framework']} | {x['weights']} | {x.get('knee_rps') or 0:.2f} | "
+                     f"{x.get('knee_tok_s') or 0:.1f} | {x.get('single_stream_tok_s') or 0:.1f} | {_cost(x, hw)} |")
+        L += ["", f"Best flags: `{json.dumps(s['flags'])}` env: `{json.dumps(s['env'])}` patches: {s['patches']}", ""]
+        L += ["## Evals (accuracy ± SE)", "", "| task | baseline | best |", "|---|---|---|"]
+        for task in sorted((s.get("evals") or {})):
+            e0, e1 = (b.get("evals") or {}).get(task), s["evals"][task]
+            f = lambda e: f"{e['accuracy']:.3f} ± {e['se']:.3f} (n={e['n']})" if e else "n/a"
+            L.append(f"| {task} | {f(e0)} | {f(e1)} |")
+        L.append("")
+    L += [f"![{i}]({i})" for i in imgs] + ["", "## Trials", "", "| # | phase | what | verdict | reason |",
+                                            "|---|---|---|---|---|"]
+    for r in res["trials"]:
+        L.append(f"| {r['id']} | {r['phase']} | {r['description']} | {r['verdict']} | "
+                 f"{(r['reason'] or '').replace('|', '/')} |")
+    L += ["", "## Patches", ""] + [f"- {p['id']} ({p['fix']}): {p['status']} by {p['decided_by']}"
+                                   + (f" — {p['reason']}" if p["reason"] else "") for p in res["patches"]]
+    return "\n".join(L) + "\n"
+
+
+def html(md: str, run_dir: Path, imgs: list[str]) -> str:
+    import html as h
+    body = h.escape(md)
+    for i in imgs:
+        data = base64.b64encode((run_dir / i).read_bytes()).decode()
+        body = body.replace(h.escape(f"![{i}]({i})"), f'<img src="data:image/png;base64,{data}" alt="{i}">')
+    return f"<!doctype html><meta charset=utf-8><title>inferloop report</title><pre>{body}</pre>\n"
+
+
+def record_node(rt, state: dict) -> dict:
+    rt.ledger.set_meta("stop_reason", state.get("stop_reason"))
+    rt.ledger.set_meta("status", "done")
+    write(rt.run_dir, rt.hw)
+    rt.progress(f"done: {state.get('stop_reason')}; report in {rt.run_dir / 'report.md'}")
+    return {"route": "end"}

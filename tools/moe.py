@@ -1,0 +1,60 @@
+"""MoE kernel tuning, end to end: shapes from the model card, the tuner run through the sandbox,
+the configs installed into the candidate, and the check that the server's log now names them.
+
+A tuned config that the server does not pick up is worth nothing, so `engagement` is decided from
+the log (the framework's own "using config from ..." line), never assumed.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tools.candidate import Candidate
+
+
+def shard_shape(card, c: Candidate):
+    """The expert GEMM shape one GPU runs: EP splits experts across the tp group, TP splits N."""
+    ep = c.parallel.tp if c.parallel.ep else 1
+    return card.moe_shapes(tp=c.parallel.tp, ep=ep)
+
+
+def tune(sandbox, c: Candidate, run_dir: Path, name: str) -> list[Path]:
+    """Run the framework's tuner through the sandbox; keep the configs under run_dir/moe_configs/name."""
+    written = [Path(p) for p in sandbox.tune_moe(c, run_dir)]
+    if not written:
+        raise RuntimeError("the MoE tuner wrote no config")
+    dest = Path(run_dir) / "moe_configs" / name
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for p in written:
+        q = dest / p.name
+        if p.resolve() != q.resolve():
+            shutil.copy2(p, q)
+        out.append(q)
+    return out
+
+
+def install(c: Candidate, configs: list[Path], framework) -> Candidate:
+    """The candidate with the tuned configs and the env variable that points the framework at
+    them: a directory for Triton-style JSON configs, the file itself for aiter's CSV table."""
+    env = dict(c.env)
+    var = framework.moe_config_env
+    if var:
+        csv = [p for p in configs if p.suffix == ".csv"]
+        env[var] = str(csv[0].resolve()) if csv else str(configs[0].resolve().parent)
+    return c.model_copy(update={"moe_configs": [str(p.resolve()) for p in configs], "env": env})
+
+
+def engagement(diagnoses: list[dict], configs: list[str]) -> tuple[bool, str]:
+    """Did the server use a tuned config we installed? (engaged, the evidence line or why not)."""
+    names = {Path(p).name for p in configs}
+    tuned = [d for d in diagnoses if d["kind"] == "moe_tuned_config"]
+    default = [d for d in diagnoses if d["kind"] == "moe_default_config"]
+    for d in tuned:
+        path = (d.get("details") or {}).get("path") or ""
+        if Path(path).name in names or (d.get("details") or {}).get("backend") == "aiter":
+            if not default:
+                return True, (d.get("evidence") or [d["message"]])[0]
+    if default:
+        return False, "the log still shows the default-config fallback: " + (default[0].get("evidence") or [""])[0]
+    return False, "the log never names a tuned MoE config"
