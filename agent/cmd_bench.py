@@ -1,6 +1,116 @@
-"""Commands of the `agent` CLI: bench (filled in by its issue)."""
+"""Commands of the `agent` CLI: `bench` (serving benchmark of any OpenAI-compatible server) and
+`eval` (accuracy tasks against it). Both validate their inputs up front and fail with one line
+and exit code 2 (BadInput) on an unreachable URL, an unserved model, a missing tokenizer or a
+malformed data file."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+from agent.errors import BadInput
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise BadInput(f"{what} must be positive numbers, got {text!r}")
+    return vals
+
+
+def _progress(enabled: bool, total: int):
+    if not enabled:
+        return None, None
+    from tqdm import tqdm
+    bar = tqdm(total=total, file=sys.stderr, unit="req", dynamic_ncols=True)
+    return bar, (lambda rec: bar.update(1))
+
+
+def bench(
+    url: str = typer.Option(..., help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000"),
+    model: str = typer.Option(..., help="Model name as the server serves it (see GET /v1/models)"),
+    tokenizer: Optional[Path] = typer.Option(None, help="Model directory with tokenizer.json: exact prompt "
+                                             "token counts (without it, counts are approximate)"),
+    input_len: int = typer.Option(1024, min=1, help="Input tokens per request"),
+    output_len: int = typer.Option(128, min=1, help="Output tokens per request (generation forced to it)"),
+    prefix_hit: float = typer.Option(0.0, min=0.0, max=1.0, help="Fraction of input tokens shared (cacheable)"),
+    prefix_groups: int = typer.Option(1, min=1, help="Distinct shared prefixes"),
+    rates: Optional[str] = typer.Option(None, help="Poisson arrival rates to sweep, req/s: '0.5,1,2'"),
+    concurrency: Optional[str] = typer.Option(None, help="Fixed concurrencies to sweep instead: '1,4,16'"),
+    ttft_slo: float = typer.Option(5.0, min=0.0, help="TTFT p95 SLO in seconds (defines the knee)"),
+    num_prompts: int = typer.Option(64, min=1, help="Requests per load level"),
+    duration: Optional[float] = typer.Option(None, min=0.1, help="Seconds per rate level (n = rate x duration)"),
+    repeats: int = typer.Option(1, min=1, help="Runs per level; the median is reported with the spread"),
+    warmup: int = typer.Option(2, min=0, help="Warm-up requests before measuring (not reported)"),
+    single_stream: int = typer.Option(2, min=0, help="Requests at concurrency 1 for single-stream tok/s (0: skip)"),
+    stop_at_break: bool = typer.Option(False, help="Stop the sweep at the first level that misses the SLO"),
+    records: Optional[Path] = typer.Option(None, help="JSONL file for raw per-request records "
+                                           "(default: logs/bench/<time>/records.jsonl)"),
+    seed: int = typer.Option(0),
+    as_json: bool = typer.Option(False, "--json", help="Print the BenchResult JSON only"),
+) -> None:
+    """Benchmark a running server: rate sweep (or fixed concurrency), knee under the TTFT SLO,
+    single-stream tok/s, raw records as JSONL."""
+    from tools.bench.client import OpenAIClient
+    from tools.bench.prompts import PromptMaker, load_tokenizer, save_jsonl
+    from tools.bench.sweep import sweep
+    from tools.bench.workload import Workload
+
+    if bool(rates) == bool(concurrency):
+        raise BadInput("give exactly one of --rates or --concurrency")
+    rate_list = _floats(rates, "--rates") if rates else None
+    conc_list = [int(c) for c in _floats(concurrency, "--concurrency")] if concurrency else None
+    if duration and conc_list:
+        raise BadInput("--duration applies to --rates; use --num-prompts with --concurrency")
+    maker = PromptMaker(load_tokenizer(tokenizer) if tokenizer else None)
+    client = OpenAIClient(url, model)
+    client.check()
+    w = Workload(input_len=input_len, output_len=output_len, prefix_hit=prefix_hit, prefix_groups=prefix_groups)
+    n = (lambda r: max(1, round(r * duration))) if duration else num_prompts
+    levels = len(rate_list or conc_list)
+    per = (sum(n(r) for r in rate_list) if duration else num_prompts * levels) * repeats
+    bar, tick = _progress(not as_json and sys.stderr.isatty(), per + warmup + single_stream)
+    client.progress = tick
+    path = records or Path("logs") / "bench" / time.strftime("%Y%m%d-%H%M%S") / "records.jsonl"
+
+    def on_point(label, point, recs):
+        save_jsonl(path, [{**label, **r.to_json()} for r in recs])
+
+    try:
+        res = asyncio.run(sweep(client, w, ttft_slo_s=ttft_slo, rates=rate_list, concurrencies=conc_list, n=n,
+                                repeats=repeats, warmup=warmup, single_stream_n=single_stream, seed=seed,
+                                prompt_fn=maker.prompts, stop_after_break=stop_at_break, on_point=on_point))
+    finally:
+        if bar:
+            bar.close()
+    res.workload["exact_prompts"] = maker.exact
+    if as_json:
+        typer.echo(res.model_dump_json())
+        return
+    typer.echo(f"{'rate':>7} {'conc':>6} {'rps':>7} {'tok/s':>9} {'total':>9} {'ttft p50':>9} {'ttft p95':>9} "
+               f"{'tpot p50':>9} {'ok':>5}")
+    for p in res.sweep:
+        def f(x, fmt="9.3f"):
+            return format(x, fmt) if x is not None else "        -"
+        typer.echo(f"{f(p.offered_rps, '7.2f')} {p.concurrency:6.1f} {p.rps:7.2f} {p.tok_s:9.1f} {p.total_tok_s:9.1f} "
+                   f"{f(p.ttft_p50_s)} {f(p.ttft_p95_s)} {f(p.tpot_p50_s)} {p.success:5.0%}")
+    k = res.knee
+    typer.echo(f"knee (TTFT p95 <= {ttft_slo:g} s, all ok): "
+               + (f"{k.rps:.2f} req/s, {k.tok_s:.1f} tok/s" if k else "none: no level met the SLO"))
+    if res.single_stream_tok_s is not None:
+        typer.echo(f"single stream: {res.single_stream_tok_s:.1f} tok/s")
+    if res.noise:
+        typer.echo(f"noise: tok/s spread up to {res.noise['tok_s_rel_spread_max']:.1%} over {repeats} repeats")
+    typer.echo(f"records: {path}")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("bench")(bench)

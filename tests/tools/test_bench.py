@@ -1,0 +1,178 @@
+"""Prompts with exact token counts, the streaming client against the mock server over real HTTP,
+the sweep over a fake Client, and `agent bench` end to end (including bad input -> exit 2)."""
+import asyncio
+import json
+import sys
+
+import pytest
+
+from agent.cli import main
+from agent.errors import BadInput
+from tools.bench.client import OpenAIClient
+from tools.bench.metrics import summarize
+from tools.bench.prompts import PromptMaker, load_tokenizer
+from tools.bench.records import RequestRecord, RequestSpec
+from tools.bench.sweep import sweep
+from tools.bench.workload import Workload, schedule
+from tools.protocols import Client
+from tools.server import launch_process
+from toolhelpers import mock_argv
+from toolhelpers_tok import make_tokenizer_dir
+
+READY = "Application startup complete."
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    return make_tokenizer_dir(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="module")
+def mock(tmp_path_factory):
+    with launch_process(mock_argv("--ttft-s", "0.03", "--itl-s", "0.002"), run_dir=tmp_path_factory.mktemp("m"),
+                        model="m", ready_line=READY, timeout_s=30) as s:
+        yield s
+
+
+@pytest.mark.parametrize("n_in,hit,groups", [(64, 0.5, 1), (37, 0.0, 1), (200, 0.9, 3), (1, 0.0, 1)])
+def test_prompts_have_exact_counts_and_shared_prefixes(tok_dir, n_in, hit, groups):
+    pm = PromptMaker(load_tokenizer(tok_dir))
+    specs = pm.prompts(schedule(Workload(input_len=n_in, output_len=4, prefix_hit=hit, prefix_groups=groups),
+                                n=6, rate=None), seed=3)
+    ids = [pm.tok.encode(s.prompt).ids for s in specs]
+    assert [len(i) for i in ids] == [n_in] * 6
+    pre = int(round(n_in * hit))
+    for a in range(6):
+        for b in range(a + 1, 6):
+            same_group = a % groups == b % groups
+            assert (ids[a][:pre] == ids[b][:pre]) == (same_group or pre == 0)
+            assert ids[a] != ids[b] or n_in == 1
+    again = pm.prompts(schedule(Workload(input_len=n_in, output_len=4, prefix_hit=hit, prefix_groups=groups),
+                                n=6, rate=None), seed=4)
+    assert again[0].prompt[:1] and (pre == 0 or pm.tok.encode(again[0].prompt).ids[:pre] == ids[0][:pre])
+
+
+def test_missing_and_malformed_tokenizer_are_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="no tokenizer at"):
+        load_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(BadInput, match="cannot read tokenizer"):
+        load_tokenizer(tmp_path)
+
+
+def test_client_streams_and_times_every_token(mock):
+    c = OpenAIClient(mock.url, "m")
+    assert isinstance(c, Client) and c.check() == ["m"]
+    specs = [RequestSpec(id=i, input_tokens=3, output_tokens=10, prompt="a b c") for i in range(6)]
+    recs = asyncio.run(c.run(specs, concurrency=3))
+    assert [r.id for r in recs] == list(range(6))
+    for r in recs:
+        assert r.ok and r.output_tokens == 10 and len(r.token_times_s) == 10
+        assert r.ttft_s >= 0.03  # the mock waits 30 ms before the first token
+        assert r.token_times_s == sorted(r.token_times_s) and r.end_s >= r.token_times_s[-1]
+    p = summarize(recs, fixed_concurrency=3)
+    assert p.success == 1.0 and p.tok_s > 0 and p.itl_p50_s >= 0.002
+
+
+def test_client_follows_the_arrival_schedule(mock):
+    specs = [RequestSpec(id=i, input_tokens=1, output_tokens=2, arrival_s=0.2 * i, prompt="x") for i in range(4)]
+    recs = asyncio.run(OpenAIClient(mock.url, "m").run(specs))
+    for r, s in zip(recs, specs):
+        assert s.arrival_s <= r.send_s < s.arrival_s + 0.1
+
+
+def test_client_records_errors_never_raises(mock):
+    specs = [RequestSpec(id=0, input_tokens=1, output_tokens=2, prompt="x")]
+    (r,) = asyncio.run(OpenAIClient(mock.url, "other").run(specs))
+    assert not r.ok and "HTTP 404" in r.error and "does not exist" in r.error
+    (r,) = asyncio.run(OpenAIClient("http://127.0.0.1:1", "m").run(specs))
+    assert not r.ok and "ConnectError" in r.error
+    with pytest.raises(BadInput, match="not served"):
+        OpenAIClient(mock.url, "other").check()
+
+
+def test_complete_returns_texts_in_order(mock):
+    c = OpenAIClient(mock.url, "m")
+    assert asyncio.run(c.complete(["p1", "p2", "p3"], max_tokens=2)) == ["tok tok "] * 3 and c.errors == {}
+    c = OpenAIClient(mock.url, "zz")
+    assert asyncio.run(c.complete(["p1"], max_tokens=2)) == [""] and "404" in c.errors[0]
+
+
+class QueueClient:
+    """A fake Client: one server that serves `cap` req/s; TTFT grows once the rate exceeds it."""
+
+    def __init__(self, cap: float):
+        self.cap, self.calls = cap, []
+
+    async def run(self, specs, *, concurrency=None):
+        self.calls.append((len(specs), concurrency))
+        out, free_at = [], 0.0
+        for s in specs:
+            start = max(s.arrival_s, free_at)
+            free_at = start + 1.0 / self.cap
+            first = start + 0.1
+            out.append(RequestRecord(id=s.id, send_s=s.arrival_s, first_token_s=first, end_s=first + 0.5,
+                                     input_tokens=s.input_tokens, output_tokens=s.output_tokens, ok=True))
+        return out
+
+    async def complete(self, prompts, *, max_tokens=256, temperature=0.0, seed=0):
+        return [""] * len(prompts)
+
+
+def test_sweep_finds_the_knee_and_stops_after_the_break():
+    w = Workload(input_len=10, output_len=10, prefix_hit=0.0)
+    c = QueueClient(cap=20.0)
+    res = asyncio.run(sweep(c, w, ttft_slo_s=0.5, rates=[40, 1, 2, 80], n=200, single_stream_n=2))
+    assert [p.offered_rps for p in res.sweep] == [1, 2, 40, 80]
+    assert res.sweep[0].ttft_p95_s < 0.5 < res.sweep[2].ttft_p95_s
+    assert res.knee is not None and res.knee.rps == res.sweep[1].rps
+    assert res.single_stream_tok_s > 0 and c.calls[-1] == (2, 1)
+    c2 = QueueClient(cap=20.0)
+    res2 = asyncio.run(sweep(c2, w, ttft_slo_s=0.5, rates=[1, 2, 40, 80], n=lambda r: int(r * 5),
+                             stop_after_break=True, repeats=3))
+    assert [p.offered_rps for p in res2.sweep] == [1, 2, 40]
+    assert [n for n, _ in c2.calls] == [5] * 3 + [10] * 3 + [200] * 3
+    assert res2.noise["repeats"] == 3 and len(res2.noise["tok_s"]) == 3
+
+
+def test_sweep_over_concurrency_and_bad_arguments():
+    res = asyncio.run(sweep(QueueClient(100.0), Workload(input_len=5, output_len=5), ttft_slo_s=1.0,
+                            concurrencies=[4, 1], n=8))
+    assert [p.concurrency for p in res.sweep] == [1.0, 4.0]
+    with pytest.raises(ValueError):
+        asyncio.run(sweep(QueueClient(1.0), Workload(), ttft_slo_s=1.0))
+
+
+def _cli(capsys, *args):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_agent_bench_json(mock, tok_dir, tmp_path, capsys):
+    rec = tmp_path / "r.jsonl"
+    code, out, err = _cli(capsys, "bench", "--url", mock.url, "--model", "m", "--tokenizer", str(tok_dir),
+                          "--input-len", "50", "--output-len", "5", "--prefix-hit", "0.5", "--rates", "5,20",
+                          "--num-prompts", "10", "--ttft-slo", "1", "--records", str(rec), "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert [p["offered_rps"] for p in res["sweep"]] == [5, 20] and res["knee"] is not None
+    assert all(p["success"] == 1.0 and p["n"] == 10 for p in res["sweep"])
+    assert res["workload"]["exact_prompts"] is True and res["single_stream_tok_s"] > 0
+    rows = [json.loads(l) for l in rec.read_text().splitlines()]
+    assert len(rows) == 22 and rows[0]["rate"] == 5 and rows[0]["input_tokens"] == 50
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--url", "http://127.0.0.1:1", "--model", "m", "--rates", "1"], "cannot reach http://127.0.0.1:1"),
+    (["--model", "nope", "--rates", "1"], "model 'nope' is not served"),
+    (["--model", "m", "--rates", "1", "--tokenizer", "/no/such/dir"], "no tokenizer at /no/such/dir"),
+    (["--model", "m", "--rates", "1,zero"], "--rates must be comma-separated numbers"),
+    (["--model", "m"], "give exactly one of --rates or --concurrency"),
+])
+def test_agent_bench_bad_input_is_one_line_exit_2(mock, capsys, args, message):
+    if "--url" not in args:
+        args = ["--url", mock.url] + args
+    code, out, err = _cli(capsys, "bench", *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
