@@ -99,6 +99,10 @@ def resume(run_dir: Path, *, approve: str | None = None, **kw) -> dict:
         cfg = cfg.model_copy(update={"approve": approve}).check()
     rt = open_runtime(Path(run_dir), cfg, **_rt_kw(kw))
     rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
+    killed = nodes.reap_stale_servers(rt.run_dir)  # servers a killed agent left running
+    if killed:
+        rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
+        rt.progress(f"stopped {len(killed)} server(s) left running by the interrupted run")
     g = graphmod.build(rt)
     snap = g.get_state(graphmod.THREAD)
     if not snap.next and rt.ledger.meta("status") == "done":
@@ -168,8 +172,11 @@ def _ask_tty(rt: nodes.Runtime, p: dict) -> dict | None:
 def _summary(rt: nodes.Runtime, status: str) -> dict:
     res = json.loads((rt.run_dir / "result.json").read_text()) if (rt.run_dir / "result.json").exists() \
         else report.result(rt.ledger, rt.run_dir)
+    skipped = [{"patch": p["id"], "fix": p["fix"], "reason": p["reason"]} for p in rt.ledger.patches()
+               if p["status"] in ("skipped", "rejected")]
     return {"status": status, "run_dir": str(rt.run_dir), "best": res.get("best"),
-            "trials": len(res.get("trials", [])), "stop_reason": res.get("stop_reason")}
+            "trials": len(res.get("trials", [])), "stop_reason": res.get("stop_reason"),
+            "patches_not_applied": skipped}
 
 
 # ---- CLI -----------------------------------------------------------------------------------

@@ -1,0 +1,44 @@
+"""Bad input to `agent optimize` and the run commands: one clear line, exit code 2."""
+from types import SimpleNamespace
+
+import pytest
+
+from agent.cli import main
+
+
+@pytest.fixture
+def agent(capsys):
+    def run(*args):
+        with pytest.raises(SystemExit) as e:
+            main(list(args))
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=e.value.code, stdout=out.out, stderr=out.err)
+    return run
+
+
+@pytest.mark.parametrize("args,words", [
+    (["optimize", "--model", "nope-7b", "--hw", "mi355x"], "unknown model 'nope-7b'"),
+    (["optimize", "--model", "glm-5.2", "--hw", "tpu9"], "unknown hardware 'tpu9'"),
+    (["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--backend", "k8s"], "unknown backend 'k8s'; allowed: docker, local, sim"),
+    (["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--objective", "speed"], "unknown objective 'speed'"),
+    (["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--approve", "maybe"], "unknown approval policy 'maybe'"),
+    (["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--budget", "0"], "--budget must be >= 1"),
+    (["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--budget", "ten"], "--budget must be a whole number"),
+    (["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--time-budget", "soon"], "--time-budget must look like"),
+    (["optimize", "--model", "smollm2-135m", "--hw", "cpu", "--backend", "local"], "needs --model-path"),
+])
+def test_bad_optimize_input_exits_2(agent, tmp_path, args, words):
+    r = agent(*args, "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert words in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "r" / "ledger.sqlite").exists()
+
+
+@pytest.mark.parametrize("cmd", [["resume"], ["report"], ["approvals"], ["approve", "_", "p01"],
+                                 ["reject", "_", "p01", "--reason", "x"]])
+def test_not_a_run_dir_exits_2(agent, tmp_path, cmd):
+    args = [c if c != "_" else str(tmp_path) for c in cmd]
+    if cmd[0] in ("resume", "report", "approvals"):
+        args.append(str(tmp_path))
+    r = agent(*args)
+    assert r.returncode == 2 and "is not a run directory" in r.stderr, (r.stdout, r.stderr)

@@ -1,0 +1,80 @@
+"""kill -9 the agent in the middle of a trial; `resume` finishes the run, loses no completed
+trial, re-runs none, and leaves no server process behind."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _agent(what, run_dir, log):
+    return subprocess.Popen([sys.executable, "-m", "tests.agent.run_agent", what, str(run_dir), str(log)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _trials(run_dir):
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    try:
+        return db.execute("SELECT id, status FROM trials ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        db.close()
+
+
+def _alive(pgid):
+    """A process of the group that is running (a zombie whose parent was killed counts as dead:
+    it holds no resources and PID 1 in a container may never reap it)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+@pytest.mark.slow
+def test_kill_mid_trial_then_resume(tmp_path):
+    run_dir, log = tmp_path / "run", tmp_path / "launches.log"
+    p = _agent("start", run_dir, log)
+    deadline = time.time() + 120
+    pgids = []
+    while time.time() < deadline:  # wait until >= 3 trials are done and a server is up mid-trial
+        rows = _trials(run_dir) if (run_dir / "ledger.sqlite").exists() else []
+        done = [i for i, s in rows if s == "done"]
+        running = [i for i, s in rows if s == "running"]
+        pgids = list(run_dir.rglob("*.pgid"))
+        if len(done) >= 3 and running and pgids:
+            break
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.02)
+    else:
+        pytest.fail("the agent never reached a trial in flight")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    done_before = {i for i, s in _trials(run_dir) if s == "done"}
+    launches_before = Counter(log.read_text().split())
+    orphans = [int(f.read_text()) for f in run_dir.rglob("*.pgid")]
+    assert orphans and all(_alive(g) for g in orphans)  # the killed agent left its server running
+
+    r = _agent("resume", run_dir, log)
+    out, err = r.communicate(timeout=300)
+    assert r.returncode == 0, err[-3000:]
+    assert out.strip().endswith("done")
+    rows = _trials(run_dir)
+    assert all(s == "done" for _, s in rows)
+    assert done_before <= {i for i, _ in rows}  # nothing completed was lost
+    launches_after = Counter(log.read_text().split())
+    for tid in done_before:  # ... and nothing completed was run again
+        assert launches_after[str(tid)] == launches_before[str(tid)], tid
+    assert not any(_alive(g) for g in orphans)  # the orphaned server was stopped
+    assert not list(run_dir.rglob("*.pgid"))
