@@ -1,0 +1,240 @@
+"""The simulator's performance model: time of one engine step from a roofline of its bytes
+and FLOPs on one GPU of a replica, plus launch gaps, scheduler overhead and TP all-reduces.
+
+Pure functions of (model card, hardware profile, SimConfig, efficiency, batch contents), so
+every configuration follows from the same physics; the only per-framework knobs are the
+efficiencies in `EFFICIENCY` (how close a framework's kernels get to the hardware's peaks on
+each vendor's software stack) — calibrated once against the story, never per configuration.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tools.hardware import HardwareProfile
+from tools.models import ModelCard, get_precision, kv_elem_bytes
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    bw: float  # achieved fraction of HBM bandwidth when streaming weights / KV
+    gemm: float  # achieved fraction of peak TFLOP/s on dense GEMMs
+    attn: float  # achieved fraction of bf16 peak in attention kernels
+    moe_default: float  # MoE kernel speed with an untuned default config, relative to tuned
+    layer_us: float  # launch gaps per layer per forward with graphs (kernel boundaries)
+    eager_layer_us: float  # ... without graphs (eager mode)
+    step_ms: float  # scheduler / sampling / host overhead per step
+    req_us: float  # host overhead per running request per step (batch bookkeeping, sampling)
+    ar_us: float  # latency of one all-reduce
+    ar_fused_us: float  # ... fused with the residual RMSNorm (aiter allreduce fusion)
+    frontend_tok_s: float  # tokenizer throughput of the (serial) front end, tokens/s
+    mixed_prefill: bool = False  # prefill chunks share steps with decodes (vLLM/ATOM) or not (sglang)
+
+
+# Calibrated against the story (DESIGN.md) for sglang on ROCm; the CUDA rows reflect a more
+# mature kernel stack (shorter launch gaps, better achieved bandwidth), the vLLM / ATOM rows
+# differ where those engines differ (mixed prefill batches; ATOM's aiter-native kernels).
+EFFICIENCY: dict[tuple[str, str], Efficiency] = {
+    ("sglang", "amd"): Efficiency(bw=0.30, gemm=0.14, attn=0.25, moe_default=0.62, layer_us=100.0,
+                                  eager_layer_us=260.0, step_ms=2.0, req_us=80.0, ar_us=32.0, ar_fused_us=14.0,
+                                  frontend_tok_s=250000.0),
+    ("sglang", "nvidia"): Efficiency(bw=0.72, gemm=0.30, attn=0.35, moe_default=0.6, layer_us=70.0,
+                                     eager_layer_us=200.0, step_ms=1.5, req_us=40.0, ar_us=20.0, ar_fused_us=12.0,
+                                     frontend_tok_s=250000.0),
+    ("vllm", "amd"): Efficiency(bw=0.60, gemm=0.20, attn=0.25, moe_default=0.55, layer_us=100.0,
+                                eager_layer_us=280.0, step_ms=2.5, req_us=60.0, ar_us=32.0, ar_fused_us=32.0,
+                                frontend_tok_s=200000.0, mixed_prefill=True),
+    ("vllm", "nvidia"): Efficiency(bw=0.72, gemm=0.30, attn=0.35, moe_default=0.6, layer_us=70.0,
+                                   eager_layer_us=200.0, step_ms=2.0, req_us=40.0, ar_us=20.0, ar_fused_us=20.0,
+                                   frontend_tok_s=200000.0, mixed_prefill=True),
+    ("atom", "amd"): Efficiency(bw=0.66, gemm=0.22, attn=0.28, moe_default=0.55, layer_us=85.0,
+                                eager_layer_us=240.0, step_ms=1.8, req_us=50.0, ar_us=28.0, ar_fused_us=14.0,
+                                frontend_tok_s=250000.0, mixed_prefill=True),
+    ("cpu", "cpu"): Efficiency(bw=0.5, gemm=0.3, attn=0.3, moe_default=0.8, layer_us=30.0,
+                               eager_layer_us=30.0, step_ms=1.0, req_us=20.0, ar_us=0.0, ar_fused_us=0.0,
+                               frontend_tok_s=200000.0, mixed_prefill=True),
+}
+
+
+def efficiency(framework: str, vendor: str) -> Efficiency:
+    return EFFICIENCY.get((framework, vendor)) or EFFICIENCY.get((framework, "amd")) or EFFICIENCY[("cpu", "cpu")]
+
+
+@dataclass
+class SimConfig:
+    """A launch's configuration in framework-neutral terms (frameworks.py builds it from flags)."""
+    framework: str
+    weights: str = "bf16"
+    tp: int = 1
+    dp: int = 1
+    ep: bool = False
+    kv_dtype: str = "auto"
+    spec: str | None = None  # mtp | eagle | eagle3 | ngram | None
+    spec_steps: int = 0
+    spec_topk: int = 1
+    spec_draft_tokens: int = 0  # tokens verified per step (excluding the bonus token)
+    ar_fusion: bool = False
+    graphs: bool = True
+    chunk: int = 8192  # prefill tokens per step
+    max_running: int = 256
+    mem_fraction: float = 0.88
+    prefix_cache: bool = True
+    moe_tuned: bool = False
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def replicas(self) -> int:
+        return self.dp
+
+    @property
+    def verify_tokens(self) -> int:
+        return 1 + self.spec_draft_tokens if self.spec else 1
+
+
+# Per-token acceptance probability of a chain draft, by algorithm. MTP/NEXTN heads trained with
+# the model accept ~0.69-0.78 per position (DeepSeek-V3 MTP: 2.18 tokens at 3 draft tokens and 2.44
+# at 4 on H200, FACTS.md); EAGLE3 heads a bit less; n-gram lookup rarely hits on random prompts.
+ACCEPT_P = {"mtp": 0.82, "eagle": 0.82, "eagle3": 0.72, "ngram": 0.30}
+
+
+def acceptance_length(cfg: SimConfig) -> float:
+    """Expected tokens emitted per verify step: 1 + sum of p^i over the draft chain, with a
+    small gain from topk > 1 trees (more candidates per position)."""
+    if not cfg.spec:
+        return 1.0
+    p = ACCEPT_P.get(cfg.spec, 0.5)
+    if cfg.spec_topk > 1:
+        p = 1 - (1 - p) ** (1 + 0.35 * math.log2(cfg.spec_topk))
+    depth = max(0, min(cfg.spec_steps, cfg.spec_draft_tokens))
+    return (1 - p ** (depth + 1)) / (1 - p)
+
+
+ROUTE_CORR = 0.3  # a draft token adds this fraction of an independent token's expert routing
+
+
+def experts_touched(E: int, k: int, tokens: int) -> float:
+    """Expected distinct experts hit when `tokens` tokens each route to k of E (uniform)."""
+    if E == 0 or tokens <= 0:
+        return 0.0
+    return E * (1 - (1 - k / E) ** tokens)
+
+
+def weight_bytes_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
+    return m.weight_bytes(cfg.weights) / cfg.tp
+
+
+def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
+    """MLA's latent is shared by all heads, so every TP rank keeps all of it; GQA splits KV heads."""
+    b = m.kv_bytes_per_token(cfg.kv_dtype)
+    if cfg.spec in ("mtp", "eagle", "eagle3") and m.mtp_layers:
+        b *= 1 + m.mtp_layers / m.num_hidden_layers
+    return b if m.is_mla else b / min(cfg.tp, m.kv_heads)
+
+
+def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float) -> tuple[float, float]:
+    """(FLOPs, KV bytes) of attention for `tokens` query tokens over `ctx` keys, whole model."""
+    if m.is_mla:
+        attended = min(ctx, m.index_topk) if m.index_topk else ctx
+        per_key = 2 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        flops = tokens * attended * per_key
+        kv = attended * (m.kv_lora_rank + m.qk_rope_head_dim) * kvb
+        if m.index_n_heads:  # DSA indexer scores every key, with its own small fp8 key cache
+            flops += tokens * ctx * 2 * m.index_n_heads * m.index_head_dim
+            kv += ctx * m.index_head_dim
+        return flops * m.num_hidden_layers, kv * m.num_hidden_layers
+    per_key = 4 * m.num_attention_heads * m.hdim
+    return (tokens * ctx * per_key * m.num_hidden_layers,
+            ctx * 2 * m.kv_heads * m.hdim * kvb * m.num_hidden_layers)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    seconds: float
+    parts: dict
+
+
+def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency, *,
+              n_decode: int, decode_ctx: float, prefill_tokens: int = 0, prefill_ctx: float = 0.0,
+              n_prefill_seqs: int = 0) -> StepCost:
+    """Seconds for one forward step on one replica of cfg.tp GPUs: `n_decode` sequences at mean
+    context `decode_ctx` each verifying cfg.verify_tokens tokens, plus `prefill_tokens` new prompt
+    tokens whose mean context is `prefill_ctx`."""
+    tp = cfg.tp
+    prec = get_precision(cfg.weights)
+    bpw = prec.bytes_per_weight
+    peak = hw.peak_tflops(prec.compute) * 1e12
+    bw = hw.hbm_tb_s * 1e12 * eff.bw
+    kvb = kv_elem_bytes(cfg.kv_dtype)
+    v = cfg.verify_tokens
+    T = n_decode * v + prefill_tokens
+    parts: dict[str, float] = {}
+    if T == 0:
+        return StepCost(0.0, parts)
+    # Dense part (attention projections, dense MLPs, shared experts, router) and the LM head.
+    dense_b = m.nonrouted_params() * bpw / tp + m.vocab_size * m.hidden_size * 2 / tp
+    dense_f = 2 * T * m.nonrouted_params() / tp + 2 * (n_decode * v + n_prefill_seqs) * m.vocab_size * m.hidden_size / tp
+    parts["dense"] = max(dense_b / bw, dense_f / (peak * eff.gemm))
+    # Routed experts: weights of every expert some token hits, FLOPs of top-k per token.
+    if m.is_moe:
+        # Draft tokens of one sequence route alike (consecutive tokens): count them as fewer
+        # independent tokens when estimating how many experts the step touches.
+        routed_tokens = n_decode * (1 + (v - 1) * ROUTE_CORR) + prefill_tokens
+        touched = experts_touched(m.n_routed_experts, m.num_experts_per_tok, routed_tokens)
+        moe_b = m.moe_layers * touched * m.expert_params() * bpw / tp
+        moe_f = 2 * T * m.num_experts_per_tok * m.expert_params() * m.moe_layers / tp
+        t = max(moe_b / bw, moe_f / (peak * eff.gemm))
+        parts["moe"] = t if cfg.moe_tuned else t / eff.moe_default
+    # Attention: KV reads of decodes (replicated per rank for MLA), FLOPs split over heads.
+    attn_peak = hw.peak_tflops("bf16") * 1e12 * eff.attn
+    kv_split = 1 if m.is_mla else min(tp, m.kv_heads)
+    f_d, b_d = _attn_cost(m, decode_ctx, v, kvb)
+    f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb) if prefill_tokens else (0.0, 0.0)
+    parts["attn"] = (max(n_decode * b_d / kv_split / bw, n_decode * f_d / tp / attn_peak)
+                     + max(b_p / kv_split / bw, f_p / tp / attn_peak))
+    # Launch gaps: graphs only capture decode batches; prefill always runs eagerly.
+    layer_us = eff.layer_us if (cfg.graphs and not prefill_tokens) else eff.eager_layer_us
+    parts["launch"] = m.num_hidden_layers * layer_us * 1e-6
+    # Two all-reduces per layer (after attention and after the MLP), ring over the TP group.
+    if tp > 1:
+        # Small-message all-reduce latency grows with the number of ranks (log2 of the group),
+        # calibrated at 4 ranks.
+        lat = (eff.ar_fused_us if cfg.ar_fusion else eff.ar_us) * 1e-6 * math.log2(tp) / 2
+        msg = T * m.hidden_size * 2
+        ring = 2 * (tp - 1) / tp * msg / (hw.scaleup_gb_s * 1e9)
+        parts["allreduce"] = 2 * m.num_hidden_layers * (lat + ring)
+    # Speculative drafting: spec_steps forwards of the one-layer MTP module (or draft head).
+    if cfg.spec and n_decode and cfg.spec_steps:
+        parts["draft"] = cfg.spec_steps * _draft_step(m, hw, cfg, eff, n_decode, decode_ctx, bw, peak)
+    parts["sched"] = eff.step_ms * 1e-3 + (n_decode + n_prefill_seqs) * eff.req_us * 1e-6
+    return StepCost(sum(parts.values()), parts)
+
+
+def _draft_step(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency, n: int,
+                ctx: float, bw: float, peak: float) -> float:
+    """One draft forward for n sequences: one decoder layer (bf16: MTP layers are excluded from
+    quantization) plus the LM head; n-gram drafting costs only host time."""
+    if cfg.spec == "ngram":
+        return 0.2e-3
+    tp = cfg.tp
+    layer_params = m.mtp_params() / max(m.mtp_layers, 1) if m.mtp_layers else m.attention_params() + m.dense_mlp_params()
+    touched = experts_touched(m.n_routed_experts, m.num_experts_per_tok, n * cfg.spec_topk) if m.is_moe else 0
+    active = layer_params - (m.n_routed_experts - touched) * m.expert_params() if m.is_moe else layer_params
+    b = (active * 2 + m.vocab_size * m.hidden_size * 2) / tp
+    f = 2 * n * cfg.spec_topk * (m.attention_params() + m.vocab_size * m.hidden_size) / tp
+    launch = (eff.layer_us if cfg.graphs else eff.eager_layer_us) * 1e-6 * 2
+    return max(b / bw, f / (peak * eff.gemm)) + launch
+
+
+def kv_capacity_tokens(m: ModelCard, hw: HardwareProfile, cfg: SimConfig) -> float:
+    """Tokens the KV pool of one replica holds: the memory fraction the framework may use, less
+    weights (and draft weights), less an activation reserve, over KV bytes per token per GPU."""
+    usable = hw.hbm_gb * 1e9 * cfg.mem_fraction
+    draft = m.mtp_params() * 2 / cfg.tp if cfg.spec in ("mtp", "eagle", "eagle3") else 0.0
+    reserve = 4e9 + cfg.chunk * m.hidden_size * 2 * 8  # workspace, cuda graphs, chunk activations
+    free = usable - weight_bytes_per_gpu(m, cfg) - draft - reserve
+    return free / kv_bytes_per_token_per_gpu(m, cfg)
+
+
+def frontend_s(tokens: int, eff: Efficiency) -> float:
+    """Tokenization + request handling in the serial front end."""
+    return 0.01 + tokens / eff.frontend_tok_s
