@@ -104,7 +104,7 @@ def _measure(rt: Runtime, tid: int, c: Candidate, role: str, *, evals: bool) -> 
     _sync_tree(rt, c)
     t0, g0 = time.time(), rt.sandbox.elapsed_s()
     rt.progress(f"  launching {c.framework} ({role}) ...")
-    with rt.sandbox.launch(c, rt.run_dir / "trials" / str(tid)) as server:
+    with rt.sandbox.launch(c, rt.run_dir) as server:
         diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
         seq = len(rt.ledger.measurements(tid, role))
         data = bench(server.client, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
@@ -264,7 +264,7 @@ def trial(rt: Runtime, state: dict) -> dict:
         elif need == "evaluate":
             rows = led.measurements(tid, "candidate")
             _sync_tree(rt, c)
-            with rt.sandbox.launch(c, rt.run_dir / "trials" / str(tid)) as server:
+            with rt.sandbox.launch(c, rt.run_dir) as server:
                 ev = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
             led.set_measurement(rows[0]["id"], {**rows[0]["data"], "evals": ev})
     except LaunchFailure as e:
@@ -283,7 +283,7 @@ def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
     _sync_tree(rt, c)
     t0, g0 = time.time(), rt.sandbox.elapsed_s()
     rt.progress(f"  launching {c.framework} {c.weights} TP{c.parallel.tp}xDP{c.parallel.dp} ...")
-    with rt.sandbox.launch(c, rt.run_dir / "trials" / str(tid)) as server:
+    with rt.sandbox.launch(c, rt.run_dir) as server:
         diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
         rt.ledger.update_trial(tid, outcome="launched", diagnoses=diags)
         data = bench(server.client, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)

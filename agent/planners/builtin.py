@@ -24,9 +24,12 @@ SPEC_DEPTHS = (3, 5)  # the common MTP depth, then a deeper draft
 class BuiltinPlanner:
     name = "builtin"
 
-    def __init__(self, *, search_trials: int = 6, screen_choices: int = 3):
+    def __init__(self, *, search_trials: int = 6, screen_choices: int = 3, fixes=None):
         self.search_trials = search_trials
         self.screen_choices = screen_choices
+        # The fix catalogue (fixes.fixes_for's signature); injectable so a run or a test can use a
+        # smaller or larger catalogue without patching the module.
+        self.fixes = fixes or fixes_for
 
     # ---- entry point ---------------------------------------------------------------------
     def propose(self, ctx: PlanContext) -> Proposal:
@@ -73,13 +76,16 @@ class BuiltinPlanner:
             except Exception:  # a sandbox without a source tree: flag/env fixes only
                 tree = None
             notes = []
-            for fx in fixes_for(t["diagnoses"], cand, card=ctx.card, hw=ctx.hw, tree=tree, framework=fw):
+            for fx in self.fixes(t["diagnoses"], cand, card=ctx.card, hw=ctx.hw, tree=tree, framework=fw):
                 if fx.name in ctx.rejected or fx.key in ctx.rejected:
                     notes.append(f"{fx.name} was rejected before ({ctx.rejected.get(fx.key) or ctx.rejected.get(fx.name)})")
                     continue
                 why = f"trial {t['id']} failed: {fx.why}"
                 if fx.kind == "patch":
                     pid = ctx.approved.get(fx.key)
+                    if pid is not None and pid in cand.patches:
+                        notes.append(f"{fx.name} ({pid}) was applied and the failure remains")
+                        continue
                     if pid is not None:  # approved earlier for an identical failure: reuse, no new review
                         new = cand.model_copy(update={"patches": [*cand.patches, pid]})
                         if new.key() not in tried:

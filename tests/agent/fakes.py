@@ -141,7 +141,7 @@ class FakeSandbox:
         self.launches.append((run_dir.name, c))
         if self.launch_log:
             with open(self.launch_log, "a") as f:
-                f.write(f"{run_dir.name}\n")
+                f.write(f"{c.key()}\n")
         log, fail = self._log(c, run_dir)
         if fail:
             raise LaunchFailure("server exited", excerpt=log)
@@ -171,7 +171,7 @@ class FakeSandbox:
             return "\n".join(lines + ["ValueError: quantization method mxfp4 is not supported for GlmMoeDsaForCausalLM"]), True
         depth = self._spec_depth(c)
         if c.framework == "sglang" and depth:
-            tree = self.source_tree("sglang", run_dir.parent.parent)
+            tree = self.source_tree("sglang", run_dir)
             src = (tree / "python/sglang/srt/models/deepseek_nextn.py").read_text()
             d = next(node.value for node in ast.walk(ast.parse(src))
                      if isinstance(node, ast.keyword) and node.arg == "orig_to_new_prefix")

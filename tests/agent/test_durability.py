@@ -6,7 +6,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,19 @@ def _trials(run_dir):
     db = sqlite3.connect(run_dir / "ledger.sqlite")
     try:
         return db.execute("SELECT id, status FROM trials ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        db.close()
+
+
+def _finished(run_dir):
+    """Per done trial: when it ended and which measurement rows it has."""
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    try:
+        rows = db.execute("SELECT id, ended FROM trials WHERE status='done'").fetchall()
+        return {i: (e, tuple(r[0] for r in db.execute(
+            "SELECT id FROM measurements WHERE trial_id=? ORDER BY id", (i,)))) for i, e in rows}
     except sqlite3.OperationalError:
         return []
     finally:
@@ -62,7 +74,8 @@ def test_kill_mid_trial_then_resume(tmp_path):
     p.send_signal(signal.SIGKILL)
     p.wait()
     done_before = {i for i, s in _trials(run_dir) if s == "done"}
-    launches_before = Counter(log.read_text().split())
+    finished_before = _finished(run_dir)
+    launches_before = len(log.read_text().split())
     orphans = [int(f.read_text()) for f in run_dir.rglob("*.pgid")]
     assert orphans and all(_alive(g) for g in orphans)  # the killed agent left its server running
 
@@ -73,8 +86,9 @@ def test_kill_mid_trial_then_resume(tmp_path):
     rows = _trials(run_dir)
     assert all(s == "done" for _, s in rows)
     assert done_before <= {i for i, _ in rows}  # nothing completed was lost
-    launches_after = Counter(log.read_text().split())
-    for tid in done_before:  # ... and nothing completed was run again
-        assert launches_after[str(tid)] == launches_before[str(tid)], tid
+    finished_after = _finished(run_dir)
+    for tid, row in finished_before.items():  # ... and nothing completed was run again
+        assert finished_after[tid] == row, tid
+    assert len(log.read_text().split()) > launches_before  # the resumed run did launch the rest
     assert not any(_alive(g) for g in orphans)  # the orphaned server was stopped
     assert not list(run_dir.rglob("*.pgid"))
