@@ -225,6 +225,24 @@ class BuiltinPlanner:
             yield Proposal(kind="moe_tune", phase="moe", candidate=inc.model_dump(mode="json"),
                            description=f"tune MoE kernels for {ctx.card.name} on {inc.parallel.tp}-way shards",
                            rationale=f"the incumbent's log warns: {warn[0]['evidence'][0] if warn[0]['evidence'] else warn[0]['message']}")
+        # Kernel tuning changes which layout wins: retune the layouts that launched but lost while
+        # their kernels were on the fallback path, best first.
+        tuned = [x for x in ctx.trials if x["kind"] == "moe_tune"]
+        if not any(x["verdict"] == "kept" for x in tuned):
+            return
+        fw = frameworks.get(inc.framework)
+        lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted"
+                and any(d["kind"] == "moe_default_config" for d in x["diagnoses"])]
+        lost.sort(key=lambda x: -(_objective(ctx, x) or 0.0))
+        for x in lost:
+            par = Parallel.model_validate(x["candidate"]["parallel"])
+            if any(y["candidate"]["parallel"] == par.model_dump() for y in tuned) or par == inc.parallel:
+                continue
+            env = {k: v for k, v in inc.env.items() if k != fw.moe_config_env}
+            c = inc.model_copy(update={"parallel": par, "moe_configs": [], "env": env})
+            yield Proposal(kind="moe_tune", phase="moe", candidate=c.model_dump(mode="json"),
+                           description=f"tune MoE kernels for TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}",
+                           rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
 
 
 def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
