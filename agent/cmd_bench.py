@@ -112,5 +112,81 @@ def bench(
     typer.echo(f"records: {path}")
 
 
+EVAL_HELP = """Run an accuracy task against a running server and print accuracy with its standard error.
+
+Tasks: gsm8k (5-shot, greedy, answer after ####; data: --data FILE, a JSONL of the official test split,
+fetched once with `curl -L -o gsm8k-test.jsonl https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data/test.jsonl`),
+qa (short factual questions), parity (greedy outputs compared with --reference-url's, item by item).
+With --baseline FILE (an earlier `agent eval --json` on the same task), also prints the paired
+comparison (exact McNemar, paired bootstrap) and the non-inferiority verdict at --margin."""
+
+
+def eval_cmd(
+    url: str = typer.Option(..., help="Base URL of an OpenAI-compatible server"),
+    model: str = typer.Option(..., help="Model name as the server serves it"),
+    task: str = typer.Option(..., help="gsm8k | qa | parity"),
+    limit: Optional[int] = typer.Option(None, min=1, help="Evaluate only the first N items"),
+    data: Optional[Path] = typer.Option(None, help="GSM8K test JSONL (default: the shared data folder)"),
+    reference_url: Optional[str] = typer.Option(None, help="parity: the reference server's URL"),
+    reference_model: Optional[str] = typer.Option(None, help="parity: the reference's model name (default --model)"),
+    baseline: Optional[Path] = typer.Option(None, help="An earlier `agent eval --json` result to compare with"),
+    margin: float = typer.Option(0.02, min=0.0, max=1.0, help="Non-inferiority margin (absolute accuracy)"),
+    seed: int = typer.Option(0),
+    as_json: bool = typer.Option(False, "--json", help="Print the result JSON only"),
+) -> None:
+    from tools.bench.client import OpenAIClient
+    from tools.evals import TASKS, get_task
+    from tools.evals.stats import compare
+    from agent.errors import unknown
+
+    if task not in TASKS:
+        raise unknown("eval task", task, TASKS)
+    if task == "parity" and not reference_url:
+        raise BadInput("--task parity needs --reference-url (the server whose greedy outputs are the reference)")
+    base = _load_baseline(baseline, task) if baseline else None
+    t = get_task(task, data=data)
+    client = OpenAIClient(url, model)
+    client.check()
+    if task == "parity":
+        ref = OpenAIClient(reference_url, reference_model or model)
+        ref.check()
+        res = asyncio.run(t.arun_pair(ref, client, limit=limit, seed=seed))
+    else:
+        res = t.run(client, limit=limit, seed=seed)
+    out = res.model_dump()
+    if base is not None:
+        by_id = {i["id"]: int(i["correct"]) for i in base["items"]}
+        common = [i for i in res.items if i.id in by_id]
+        if not common:
+            raise BadInput(f"{baseline} shares no items with this run")
+        cmp = compare([by_id[i.id] for i in common], [int(i.correct) for i in common], margin=margin, seed=seed)
+        out["comparison"] = cmp.model_dump()
+    if as_json:
+        typer.echo(json.dumps(out))
+        return
+    failed = sum(1 for i in res.items if i.error)
+    typer.echo(f"{task}: accuracy {res.accuracy:.3f} +/- {res.stderr:.3f} (n={res.n}"
+               + (f", {failed} requests failed" if failed else "") + ")")
+    if base is not None:
+        c = out["comparison"]
+        typer.echo(f"vs baseline: {c['verdict']}; McNemar p={c['mcnemar_p']:.3g} (b={c['b']}, c={c['c']})")
+
+
+eval_cmd.__doc__ = EVAL_HELP
+
+
+def _load_baseline(path: Path, task: str) -> dict:
+    try:
+        d = json.loads(Path(path).read_text())
+        if d["task"] != task or not isinstance(d["items"], list):
+            raise ValueError
+        return d
+    except FileNotFoundError:
+        raise BadInput(f"baseline file {path} not found") from None
+    except (ValueError, KeyError, TypeError):
+        raise BadInput(f"{path} is not an `agent eval --json` result for task {task!r}") from None
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
+    app.command("eval")(eval_cmd)
