@@ -45,7 +45,7 @@ def test_story_in_miniature(tmp_path):
     assert sorted(best["patches"]) == sorted(p["id"] for p in patches.values())
     # MoE: the fallback warning was seen on the incumbent, then the tuner ran and the log names the config.
     moe = by(kind="moe_tune")
-    assert len(moe) == 1 and moe[0]["verdict"] == "kept"
+    assert moe and moe[0]["verdict"] == "kept"  # later ones retune layouts that lost untuned
     warned = led.trial(moe[0]["incumbent_id"])
     assert any(x["kind"] == "moe_default_config" for x in warned["diagnoses"])
     assert any(x["kind"] == "moe_tuned_config" for x in moe[0]["diagnoses"])
