@@ -1,6 +1,152 @@
-"""Commands of the `agent` CLI: estimate (filled in by its issue)."""
+"""`agent estimate`: GPU-free prediction of one configuration on the simulated node.
+
+    agent estimate --model glm-5.2 --weights mxfp4 --hw mi355x --framework sglang --moe-tuned \\
+        -- --tp-size 4 --dp-size 2 --kv-cache-dtype fp8_e4m3 --speculative-algorithm NEXTN ...
+
+Everything after `--` is the framework's own command line (checked by the framework adapter,
+exactly as the real CLI would). Prints a table, or with --json the project's BenchResult schema.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+
 import typer
+
+from agent.errors import BadInput
+from tools import frameworks
+from tools.candidate import Candidate, Parallel
+from tools.frameworks.base import FlagError
+from tools.hardware import get_hardware
+from tools.models import PRECISIONS, get_model
+from tools.protocols import LaunchFailure
+
+_PARALLEL = {"--tp-size": "tp", "--tensor-parallel-size": "tp", "--dp-size": "dp",
+             "--data-parallel-size": "dp", "--ep-size": "ep", "--enable-expert-parallel": "ep"}
+
+
+def candidate_from_cli(framework: str, weights: str, tail: list[str]) -> Candidate:
+    """The framework's own flags -> a Candidate (parallelism lifted out, the rest kept verbatim
+    by canonical name). Bad flags or values -> BadInput naming them and what is allowed."""
+    fw = frameworks.get(framework)
+    if weights not in PRECISIONS:
+        raise BadInput(f"unknown weights {weights!r}; allowed: {', '.join(PRECISIONS)}")
+    try:
+        parsed = fw.parse_flags(tail)
+    except FlagError as e:
+        allowed = f"; allowed: {', '.join(map(str, e.allowed))}" if e.allowed else ""
+        raise BadInput(f"{framework} {e}{allowed}") from None
+    par = {"tp": 1, "dp": 1, "ep": False}
+    flags: dict = {}
+    for name, value in parsed.items():
+        if name in _PARALLEL:
+            key = _PARALLEL[name]
+            par[key] = bool(value) if key == "ep" and isinstance(value, bool) else (value > 1 if key == "ep" else value)
+        elif value is not False:
+            flags[name] = json.dumps(value) if isinstance(value, (dict, list)) else value
+    if par["tp"] < 1 or par["dp"] < 1:
+        raise BadInput(f"parallel sizes must be >= 1, got tp={par['tp']} dp={par['dp']}")
+    return Candidate(framework=framework, weights=weights, parallel=Parallel(**par), flags=flags)
+
+
+def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned: bool, tail: list[str],
+                 input_len: int, output_len: int, prefix_hit: float, rates: list[float] | None,
+                 concurrency: int | None, ttft_slo: float, seed: int = 0, duration_s: float = 120.0) -> dict:
+    from sandboxes.sim import SimSandbox
+    from sandboxes.sim.estimate import estimate
+    from tools.bench.workload import Workload
+
+    card, prof = get_model(model), get_hardware(hw)
+    cand = candidate_from_cli(framework, weights, tail)
+    if cand.parallel.gpus > prof.gpus_per_node:
+        raise BadInput(f"tp x dp = {cand.parallel.gpus} GPUs, but a {hw} node has {prof.gpus_per_node}")
+    if not (0.0 <= prefix_hit <= 1.0) or input_len < 1 or output_len < 1:
+        raise BadInput("--input-len and --output-len must be >= 1 and --prefix-hit within [0, 1]")
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="inferloop-estimate-") as d:
+        run_dir = Path(d)
+        # Stock source first: tell the user about failures a real launch would hit...
+        strict = SimSandbox(card, prof, seed=seed)
+        try:
+            strict.launch(cand, run_dir)
+        except LaunchFailure as e:
+            if e.diagnosis is None or e.diagnosis.kind not in ("shape_mismatch", "compile_error", "unsupported_quant"):
+                raise BadInput(f"this configuration does not start: {e}") from None
+            notes.append(f"stock {framework} fails to start ({e.diagnosis.kind}: {e.diagnosis.message}); "
+                         f"estimated as if that were fixed")
+        # ...then predict performance as if the source were fixed.
+        sim = SimSandbox(card, prof, seed=seed, check_source=False)
+        if moe_tuned and card.is_moe:
+            files = sim.tune_moe(cand, run_dir)
+            cand = cand.model_copy(update={"moe_configs": [str(f) for f in files]})
+        server = sim.launch(cand, run_dir)
+        moe_line = next((ln for ln in server.log_text().splitlines() if "MoE" in ln or "fused_moe" in ln), None)
+        if moe_line:
+            notes.append(moe_line.split("] ", 1)[-1])
+        w = Workload(input_len=input_len, output_len=output_len, prefix_hit=prefix_hit)
+        res = asyncio.run(estimate(server.client, w, ttft_slo_s=ttft_slo, rates=rates, concurrency=concurrency,
+                                   duration_s=duration_s, seed=seed))
+    out = res.model_dump(mode="json")
+    out["config"] = {"model": model, "weights": weights, "hw": hw, "framework": framework,
+                     "moe_tuned": moe_tuned, "flags": tail, "simulated_s": round(sim.elapsed_s(), 1)}
+    out["notes"] = notes
+    return out
+
+
+def _table(out: dict) -> str:
+    rows = ["   rps  conc   tok/s  total tok/s  TTFT p50  TTFT p95  TPOT p50  success"]
+    for p in out["sweep"]:
+        f = lambda v, fmt: (fmt % v) if v is not None else "-"  # noqa: E731
+        rows.append(f"{p['rps']:6.2f} {p['concurrency']:5.1f} {p['tok_s']:7.0f} {p['total_tok_s']:12.0f} "
+                    f"{f(p['ttft_p50_s'], '%8.2f')} {f(p['ttft_p95_s'], '%9.2f')} {f(p['tpot_p50_s'], '%9.3f')} "
+                    f"{p['success'] * 100:7.0f}%")
+    k = out["knee"]
+    rows.append(f"knee (TTFT p95 <= {out['ttft_slo_s']} s, all ok): "
+                + (f"{k['rps']:.2f} RPS, {k['tok_s']:.0f} tok/s/node" if k else "none"))
+    if out.get("single_stream_tok_s") is not None:
+        rows.append(f"single stream (10k in / 1.5k out): {out['single_stream_tok_s']:.0f} tok/s")
+    rows += [f"note: {n}" for n in out.get("notes", [])]
+    return "\n".join(rows)
+
+
+def _rates(text: str | None) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"--rates takes comma-separated numbers, got {text!r}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise BadInput(f"--rates must be positive numbers, got {text!r}")
+    return vals
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def estimate(
+        ctx: typer.Context,
+        model: str = typer.Option("glm-5.2", help="built-in model name or a local HF checkpoint dir"),
+        weights: str = typer.Option("bf16", help="checkpoint precision: bf16 | fp8 | mxfp4"),
+        hw: str = typer.Option("mi355x", help="mi355x | mi300x | b200 | b300 | h200 | h100 | cpu"),
+        framework: str = typer.Option("sglang", help="vllm | sglang | atom"),
+        moe_tuned: bool = typer.Option(False, "--moe-tuned", help="run the MoE tuner for the model's shapes first"),
+        input_len: int = typer.Option(20000, help="prompt tokens per request"),
+        output_len: int = typer.Option(1000, help="generated tokens per request"),
+        prefix_hit: float = typer.Option(0.6, help="fraction of the prompt shared between requests (cacheable)"),
+        rates: str = typer.Option(None, help="comma-separated request rates (default: rise until the SLO breaks)"),
+        concurrency: int = typer.Option(None, help="fixed number of requests in flight instead of rates"),
+        ttft_slo: float = typer.Option(5.0, help="TTFT p95 SLO in seconds for the knee"),
+        seed: int = typer.Option(0, help="seed of the simulated run-to-run noise"),
+        as_json: bool = typer.Option(False, "--json", help="print the BenchResult JSON"),
+    ) -> None:
+        """Predict throughput (tok/s per node), TTFT, the knee and single-stream speed of one
+        configuration on the simulated node, without a GPU. Framework flags go after `--`."""
+        if concurrency is not None and concurrency < 1:
+            raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
+        out = run_estimate(model=model, weights=weights, hw=hw, framework=framework, moe_tuned=moe_tuned,
+                           tail=list(ctx.args), input_len=input_len, output_len=output_len,
+                           prefix_hit=prefix_hit, rates=_rates(rates), concurrency=concurrency,
+                           ttft_slo=ttft_slo, seed=seed)
+        typer.echo(json.dumps(out, indent=2) if as_json else _table(out))
