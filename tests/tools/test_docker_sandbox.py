@@ -1,0 +1,177 @@
+"""DockerSandbox against a fake docker client that records calls and serves scripted logs
+(no docker engine here)."""
+import io
+import subprocess
+import tarfile
+
+import pytest
+
+from agent.errors import BadInput
+from sandboxes.docker import MODEL_MOUNT, MOE_MOUNT, DockerSandbox
+from sandboxes.local import NotSupported
+from tools.candidate import Candidate, Parallel
+from tools.protocols import LaunchFailure, Sandbox
+
+
+class FakeContainer:
+    def __init__(self, script: list[tuple[str, str]], exit_code: int = 1):
+        self.script = script  # (status, log line) revealed one per reload()
+        self.shown, self.status, self.exit_code = 0, "created", exit_code
+        self.stopped = self.removed = False
+        self.archive: dict[str, bytes] = {}
+
+    @property
+    def attrs(self):
+        return {"State": {"ExitCode": self.exit_code}}
+
+    def reload(self):
+        if self.shown < len(self.script):
+            self.shown += 1
+        self.status = self.script[self.shown - 1][0] if self.shown else "running"
+
+    def logs(self, stdout=True, stderr=True):
+        return "".join(l + "\n" for _, l in self.script[:self.shown]).encode()
+
+    def stop(self, timeout=10):
+        self.stopped = True
+        self.status = "exited"
+
+    def remove(self, force=False):
+        self.removed = True
+
+    def get_archive(self, path):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in self.archive.items():
+                info = tarfile.TarInfo(f"{path.rsplit('/', 1)[1]}/{name}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return [buf.getvalue()], {}
+
+
+class FakeContainers:
+    def __init__(self, client):
+        self.client = client
+
+    def run(self, image, command=None, **kw):
+        self.client.calls.append(("run", image, command, kw))
+        if kw.get("remove"):
+            return self.client.run_output
+        c = self.client.next_container
+        c.status = "running"
+        self.client.containers_made.append(c)
+        return c
+
+    def create(self, image, command=None, **kw):
+        self.client.calls.append(("create", image, command, kw))
+        return self.client.archive_container
+
+
+class FakeDocker:
+    def __init__(self, container=None):
+        self.calls, self.containers_made = [], []
+        self.next_container = container
+        self.containers = FakeContainers(self)
+        self.run_output = b"/usr/lib/python3/site-packages/sglang\n"
+        self.archive_container = FakeContainer([])
+
+
+READY_SGL = "The server is fired up and ready to roll!"
+
+
+def test_is_a_sandbox(tmp_path):
+    assert isinstance(DockerSandbox("img", tmp_path, client=FakeDocker()), Sandbox)
+
+
+def test_rocm_launch_passes_devices_mounts_env_and_host_network(tmp_path):
+    cont = FakeContainer([("running", "loading weights"), ("running", "[fused_moe] using 2stage default for "
+                          "(256, 32, 6144, 2048, 257, 9, 'a', 'b', 'c', 'd', 'e', True, False) "),
+                          ("running", READY_SGL)])
+    fake = FakeDocker(cont)
+    cfg = tmp_path / "E=257,N=256,device_name=AMD_Instinct_MI355X.json"
+    cfg.write_text("{}")
+    sb = DockerSandbox({"sglang": "rocm/sgl-dev:v0.5"}, tmp_path / "w", model_name="glm", client=fake,
+                       ready_timeout_s=30, env={"SGLANG_USE_AITER": "1"})
+    (tmp_path / "w").mkdir()
+    c = Candidate(framework="sglang", parallel=Parallel(tp=8), flags={"--kv-cache-dtype": "fp8_e4m3"},
+                  moe_configs=[str(cfg)])
+    s = sb.launch(c, tmp_path / "run")
+    (_, image, argv, kw), = [x for x in fake.calls if x[0] == "run"]
+    assert image == "rocm/sgl-dev:v0.5"
+    assert argv[:5] == ["python3", "-m", "sglang.launch_server", "--model-path", MODEL_MOUNT]
+    assert "--served-model-name" in argv and "glm" in argv and ["--tp-size", "8"] == argv[argv.index("--tp-size"):][:2]
+    assert kw["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"] and kw["group_add"] == ["video"]
+    assert kw["network_mode"] == "host" and kw["shm_size"] == "32g" and kw["ipc_mode"] == "host"
+    assert kw["volumes"][str((tmp_path / "w").resolve())] == {"bind": MODEL_MOUNT, "mode": "ro"}
+    assert kw["volumes"][str((tmp_path / "run" / "moe_configs").resolve())]["bind"] == MOE_MOUNT
+    assert kw["environment"] == {"SGLANG_USE_AITER": "1", "SGLANG_MOE_CONFIG_DIR": MOE_MOUNT}
+    assert s.url.startswith("http://127.0.0.1:") and READY_SGL in s.log_path.read_text()
+    assert [d.kind for d in s.diagnose()] == ["moe_default_config"]
+    s.stop()
+    assert cont.stopped and cont.removed
+
+
+def test_nvidia_bridge_publishes_port_and_requests_gpus(tmp_path):
+    fake = FakeDocker(FakeContainer([("running", "INFO:     Application startup complete.")]))
+    sb = DockerSandbox("vllm/vllm-openai:v0.11", tmp_path, gpu="nvidia", network="bridge", client=fake,
+                       ready_timeout_s=30)
+    with sb.launch(Candidate(framework="vllm"), tmp_path / "r") as s:
+        (_, _, argv, kw), = [x for x in fake.calls if x[0] == "run"]
+        host_port = int(s.url.rsplit(":", 1)[1])
+        assert kw["ports"] == {"8000/tcp": ("127.0.0.1", host_port)} and "network_mode" not in kw
+        assert argv[argv.index("--port") + 1] == "8000" and argv[argv.index("--host") + 1] == "0.0.0.0"
+        req = kw["device_requests"][0]
+        assert req["Count"] == -1 and req["Capabilities"] == [["gpu"]]
+        assert "devices" not in kw
+
+
+def test_container_death_fails_fast_with_diagnosis_and_is_removed(tmp_path):
+    line = "ValueError: The quantization method mxfp4 is not supported for the current GPU."
+    cont = FakeContainer([("running", "starting"), ("exited", line)], exit_code=1)
+    sb = DockerSandbox("img", tmp_path, client=FakeDocker(cont), ready_timeout_s=60)
+    with pytest.raises(LaunchFailure) as e:
+        sb.launch(Candidate(framework="vllm", flags={"--quantization": "mxfp4"}), tmp_path / "r")
+    assert e.value.diagnosis.kind == "unsupported_quant" and line in e.value.excerpt
+    assert cont.removed
+
+
+def test_never_ready_container_times_out_and_is_removed(tmp_path):
+    cont = FakeContainer([("running", "compiling kernels...")])
+    sb = DockerSandbox("img", tmp_path, client=FakeDocker(cont), ready_timeout_s=1)
+    with pytest.raises(LaunchFailure, match="not ready after 1 s") as e:
+        sb.launch(Candidate(framework="atom"), tmp_path / "r")
+    assert "compiling kernels" in e.value.excerpt and cont.stopped and cont.removed
+
+
+def test_source_tree_is_copied_out_as_git_and_mounted_over_the_package(tmp_path):
+    fake = FakeDocker(FakeContainer([("running", READY_SGL)]))
+    fake.archive_container.archive = {"srt/models/deepseek_nextn.py": b"x = 1\n", "__init__.py": b""}
+    sb = DockerSandbox("img", tmp_path, client=fake, ready_timeout_s=30)
+    tree = sb.source_tree("sglang", tmp_path / "run")
+    assert (tree / "srt" / "models" / "deepseek_nextn.py").read_text() == "x = 1\n"
+    assert "pristine sglang" in subprocess.run(["git", "-C", str(tree), "log"], capture_output=True, text=True).stdout
+    assert fake.archive_container.removed
+    with sb.launch(Candidate(framework="sglang"), tmp_path / "run"):
+        (_, _, _, kw), = [x for x in fake.calls if x[0] == "run" and not x[3].get("remove")]
+        assert kw["volumes"][str(tree.resolve())] == {"bind": "/usr/lib/python3/site-packages/sglang", "mode": "ro"}
+
+
+def test_tune_moe_runs_configured_tuner_or_refuses(tmp_path):
+    fake = FakeDocker()
+    sb = DockerSandbox("img", tmp_path, client=fake)
+    with pytest.raises(NotSupported, match="no MoE tuner command"):
+        sb.tune_moe(Candidate(framework="sglang"), tmp_path)
+    (tmp_path / "moe_tuned").mkdir()
+    (tmp_path / "moe_tuned" / "E=257,N=256.json").write_text("{}")  # what the tuner would have written
+    sb = DockerSandbox("img", tmp_path, client=fake, tuner_commands={"sglang": ["python3", "tune.py"]})
+    assert [p.name for p in sb.tune_moe(Candidate(framework="sglang"), tmp_path)] == ["E=257,N=256.json"]
+    (_, _, cmd, kw), = [x for x in fake.calls if x[2] == ["python3", "tune.py"]]
+    assert kw["volumes"][str((tmp_path / "moe_tuned").resolve())]["bind"] == "/inferloop/out"
+
+
+def test_bad_configuration_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="unknown gpu kind 'tpu'"):
+        DockerSandbox("img", tmp_path, gpu="tpu")
+    sb = DockerSandbox({"vllm": "v"}, tmp_path, client=FakeDocker(FakeContainer([("running", "x")])))
+    with pytest.raises(BadInput, match="no image configured for sglang"):
+        sb.launch(Candidate(framework="sglang"), tmp_path / "r")
