@@ -26,7 +26,7 @@ _N = NormalDist()
 # (reference accuracy of the FP8 reference, items it was measured on, temperature, sensitivity
 # to numeric precision). Sources: the story in DESIGN.md; longctx: a strong model on needles.
 TASKS = {"gsm8k": (0.965, 200, 0.0, 1.0), "gpqa-diamond": (0.9217, 198, 1.0, 1.0),
-         "tau2": (0.819, 278, 0.0, 0.0), "longctx": (0.96, 50, 0.0, 0.5)}
+         "tau2": (0.819, 278, 0.0, 0.0), "longctx": (0.96, 50, 0.0, 0.5), "qa": (0.99, 32, 0.0, 0.3)}
 # Latent skill relative to the FP8 reference, per precision of weights and of the KV cache.
 WEIGHT_SKILL = {"bf16": 0.03, "fp8": 0.0, "mxfp4": -0.13}
 RHO = 0.6  # share of the sampling noise common to all configs
@@ -78,6 +78,7 @@ class Answerer:
             it["_q"] = q
             self.by_tail.setdefault(q[-40:], []).append(it)
         self.ends = {k[-1] for k in self.by_tail}
+        self.key_lens = sorted({len(k) for k in self.by_tail})
         self.theta = {t: self._calibrate(t) for t in TASKS}
 
     @classmethod
@@ -92,6 +93,7 @@ class Answerer:
                     items.append({"id": f"gsm8k-{i:04d}", "task": "gsm8k", "question": d["question"], "gold": gold})
         items += synthetic.gpqa_diamond_items() + synthetic.tau2_items()
         items += [{k: v for k, v in it.items() if k != "context"} for it in synthetic.long_context_items()]
+        items += _fact_qa_items()
         return cls(items)
 
     def _calibrate(self, task: str) -> float:
@@ -117,10 +119,14 @@ class Answerer:
             tail = text[start:]
             best, best_at = None, -1
             for i, ch in enumerate(tail):
-                if ch in self.ends and i >= 39:
-                    for it in self.by_tail.get(tail[i - 39:i + 1], ()):
-                        at = tail.rfind(it["_q"], 0, i + 1)
-                        if at >= 0 and at + len(it["_q"]) - 1 == i and at > best_at:
+                if ch not in self.ends:
+                    continue
+                for n in self.key_lens:
+                    if n > i + 1:
+                        break
+                    for it in self.by_tail.get(tail[i + 1 - n:i + 1], ()):
+                        at = i + 1 - len(it["_q"])
+                        if at >= 0 and tail.startswith(it["_q"], at) and at > best_at:
                             best, best_at = it, at
             if best is not None:
                 return best
@@ -149,11 +155,22 @@ class Answerer:
         return _format(it, gold)
 
 
+def _fact_qa_items() -> list[dict]:
+    """Common facts any large model knows: the factual-QA task's questions, if that task exists."""
+    try:
+        from tools.evals.qa import FACTS
+    except ImportError:
+        return []
+    return [{"id": f"qa-{i:02d}", "task": "qa", "question": q, "gold": a.split("|")[0]} for i, (q, a) in enumerate(FACTS)]
+
+
 def _wrong(it: dict, u: float) -> str:
     g = it["gold"]
     if it["task"] == "gpqa-diamond":
         others = [c for c in synthetic.LETTERS if c != g]
         return others[int(u * 3) % 3]
+    if it["task"] == "qa":
+        return "I am not certain."
     if it["task"] == "tau2":
         return "transfer_to_human_agents(summary='customer request needs review')" if u < 0.5 else g.replace("'", "'X", 1)
     try:
