@@ -63,10 +63,12 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
     card, hw = resolve_target(cfg.target)
     sandbox = (sandbox_factory or default_sandbox)(cfg, card, hw)
     suite = (suite_factory or default_suite)(cfg, card, hw, sandbox)
-    if planner is None:
-        from agent.planners.builtin import BuiltinPlanner
-        planner = BuiltinPlanner()
-    return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=Ledger(run_dir, create=True), sandbox=sandbox,
+    ledger = Ledger(run_dir, create=True)
+    if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
+        from agent.planners.hybrid import make_planner
+        planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
+                               progress=progress)
+    return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=ledger, sandbox=sandbox,
                          planner=planner, suite=suite, card=card, hw=hw, progress=progress or (lambda s: None))
 
 
@@ -210,13 +212,17 @@ def register(app: typer.Typer) -> None:
                  objective: str = typer.Option("knee", help="knee | single_stream | per_dollar | per_watt"),
                  approve: Optional[str] = typer.Option(None, help="patches: ask (default on a TTY) | auto | never"),
                  run_dir: Optional[str] = typer.Option(None, help="where the run lives (default logs/<model>-<hw>-<time>)"),
+                 planner: str = typer.Option("builtin", help="builtin | llm | hybrid (LLM: OPENAI_BASE_URL, "
+                                             "OPENAI_API_KEY; hybrid asks it only for unknown failures and stalls)"),
+                 llm_model: Optional[str] = typer.Option(None, help="model name for --planner llm|hybrid"),
                  seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json")) -> None:
         """Find a faster, verified deployment: framework, precision, spec decoding, flags, parallelism, MoE."""
         trials = parse_budget(budget)
         secs = parse_time_budget(time_budget)
         b = Budget(trials=trials if trials or secs is None else None, time_s=secs) if (trials or secs) else Budget()
         cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path), backend=backend,
-                        objective=objective, approve=approve or "ask", budget=b, seed=seed).check()
+                        objective=objective, approve=approve or "ask", budget=b, seed=seed,
+                        planner=planner, llm_model=llm_model).check()
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         _emit(start(cfg, rd, progress=_progress(as_json)), as_json)
 

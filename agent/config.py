@@ -15,6 +15,7 @@ from tools.bench.workload import Workload
 BACKENDS = ("sim", "local", "docker")
 OBJECTIVES = ("knee", "single_stream", "per_dollar", "per_watt")
 APPROVE = ("ask", "auto", "never")
+PLANNERS = ("builtin", "llm", "hybrid")  # agent/planners/hybrid.py:make_planner builds them
 # The story's throughput workload (20k in / 1k out, 60% prefix hit) and its single-stream one.
 THROUGHPUT = Workload(input_len=20000, output_len=1000, prefix_hit=0.6)
 SINGLE_STREAM = Workload(input_len=10000, output_len=1500, prefix_hit=0.0)
@@ -70,6 +71,7 @@ class RunConfig(BaseModel):
     measure: Measure = Measure()
     seed: int = 0
     planner: str = "builtin"
+    llm_model: str | None = None  # the model OPENAI_BASE_URL serves (--planner llm|hybrid); never a key
 
     def check(self) -> "RunConfig":
         """Raise BadInput naming the bad value and what is allowed (the CLI exits 2)."""
@@ -79,6 +81,10 @@ class RunConfig(BaseModel):
             raise unknown("objective", self.objective, OBJECTIVES)
         if self.approve not in APPROVE:
             raise unknown("approval policy", self.approve, APPROVE)
+        if self.planner not in PLANNERS:
+            raise unknown("planner", self.planner, PLANNERS)
+        if self.planner != "builtin" and not self.llm_model:
+            raise BadInput(f"--planner {self.planner} needs --llm-model NAME (the model OPENAI_BASE_URL serves)")
         if self.budget.trials is None and self.budget.time_s is None:
             raise BadInput("a run needs a budget: --budget TRIALS or --time-budget SECONDS")
         if self.target.model_path is not None and not Path(self.target.model_path).is_dir():
