@@ -151,7 +151,7 @@ class Answerer:
         if it is None:
             return "I'm sorry, I can't tell what is being asked here."
         ok = self.correct(it, prompt, skill, temperature, seed)
-        gold = it["gold"] if ok else _wrong(it, _u("wrong", it["id"], skill.key(), seed))
+        gold = it["gold"] if ok else _wrong(it, _u("wrong", it["id"], skill.key(), seed if temperature > 0 else 0))
         return _format(it, gold)
 
 

@@ -1,0 +1,65 @@
+"""Pure functions of the performance model: each lever moves time the way physics says."""
+import pytest
+
+from sandboxes.sim.perf import (SimConfig, acceptance_length, efficiency, experts_touched, kv_capacity_tokens,
+                                kv_bytes_per_token_per_gpu, step_time)
+from tools.hardware import get_hardware
+from tools.models import get_model
+
+M, HW = get_model("glm-5.2"), get_hardware("mi355x")
+
+
+def cfg(**kw):
+    base = dict(framework="sglang", weights="mxfp4", tp=4, dp=2, kv_dtype="fp8_e4m3", moe_tuned=True)
+    base.update(kw)
+    return SimConfig(**base)
+
+
+def t(c, **kw):
+    args = dict(n_decode=32, decode_ctx=20000)
+    args.update(kw)
+    return step_time(M, HW, c, efficiency(c.framework, HW.vendor), **args)
+
+
+def test_experts_touched_saturates():
+    assert experts_touched(256, 8, 1) == pytest.approx(8)
+    assert experts_touched(256, 8, 10_000) == pytest.approx(256)
+    assert experts_touched(256, 8, 10) < experts_touched(256, 8, 20)
+
+
+def test_acceptance_length():
+    assert acceptance_length(cfg()) == 1.0
+    d3 = acceptance_length(cfg(spec="mtp", spec_steps=3, spec_draft_tokens=3))
+    d5 = acceptance_length(cfg(spec="mtp", spec_steps=5, spec_draft_tokens=5))
+    assert 2.0 < d3 < d5 < 6.0
+    assert acceptance_length(cfg(spec="ngram", spec_steps=5, spec_draft_tokens=5)) < d3
+
+
+def test_step_time_grows_with_batch_and_context_sublinearly():
+    a, b = t(cfg(), n_decode=1).seconds, t(cfg(), n_decode=64).seconds
+    assert a < b < 64 * a
+    assert t(cfg(), decode_ctx=4000).seconds < t(cfg(), decode_ctx=40000).seconds
+
+
+def test_levers():
+    base = t(cfg()).seconds
+    assert t(cfg(moe_tuned=False)).seconds > base  # fallback MoE kernel
+    assert t(cfg(kv_dtype="bf16")).seconds > base  # KV reads double
+    assert t(cfg(weights="fp8")).seconds > base  # twice the weight bytes
+    assert t(cfg(ar_fusion=True)).seconds < base  # fused allreduce
+    assert t(cfg(graphs=False)).seconds > base  # eager launches
+    assert "allreduce" not in t(cfg(tp=1, dp=8)).parts
+    assert t(cfg(spec="mtp", spec_steps=5, spec_draft_tokens=5)).parts["draft"] > 0
+
+
+def test_kv_fp8_halves_kv_and_mla_is_replicated_across_tp():
+    assert kv_bytes_per_token_per_gpu(M, cfg(kv_dtype="bf16")) > kv_bytes_per_token_per_gpu(M, cfg())
+    assert kv_bytes_per_token_per_gpu(M, cfg(tp=8)) == kv_bytes_per_token_per_gpu(M, cfg(tp=4))
+    q = get_model("qwen3-235b-a22b")
+    assert kv_bytes_per_token_per_gpu(q, cfg(tp=4)) == q.kv_bytes_per_token("fp8_e4m3") / 4
+
+
+def test_kv_capacity_follows_memory():
+    assert kv_capacity_tokens(M, HW, cfg(tp=8)) > kv_capacity_tokens(M, HW, cfg(tp=4)) > 0
+    assert kv_capacity_tokens(M, HW, cfg(tp=1)) < 0  # 418 GB of weights on one 288 GB GPU
+    assert kv_capacity_tokens(M, HW, cfg(mem_fraction=0.95)) > kv_capacity_tokens(M, HW, cfg(mem_fraction=0.8))
