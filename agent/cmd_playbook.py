@@ -1,6 +1,236 @@
-"""Commands of the `agent` CLI: playbook (filled in by its issue)."""
+"""Commands of the `agent` CLI: `replay` and `playbook show|validate|diff`.
+
+A playbook is refused (exit 2, the offending field named) before anything runs. A replay is an
+ordinary run of the loop with the replay planner: same graph, same keep/revert rule, same
+approvals, same outputs, plus a step-by-step account of what carried over.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+from agent import playbook as pbm
+from agent.config import Budget, RunConfig, Target, parse_budget, parse_time_budget, resolve_target
+from agent.errors import BadInput
+from agent.ledger import LEDGER, Ledger
+
+SOURCE_COPY = "playbook.source.yaml"
+
+
+def _note(led: Ledger):
+    def note(step_id: str, message: str) -> None:
+        msg = f"{step_id} {message}"
+        if not any(e["kind"] == "playbook" and e["message"] == msg for e in led.events()):
+            led.event("playbook", msg)
+    return note
+
+
+def precheck(pb: pbm.Playbook, cfg: RunConfig, sandbox) -> None:
+    """Literal diffs checked against a fresh copy of this backend's source tree (symlinks that
+    lead out of it), before a run directory exists."""
+    from tools import patch as patchtool
+    lit = [(s, p) for s in pb.steps for p in s.patches if p.diff]
+    if not lit or not hasattr(sandbox, "source_tree"):
+        return
+    with tempfile.TemporaryDirectory(prefix="inferloop-precheck-") as tmp:
+        for s, p in lit:
+            try:
+                tree = sandbox.source_tree(p.framework, Path(tmp))
+            except Exception:  # noqa: BLE001  no tree for this framework here: the step will fail, not escape
+                continue
+            try:
+                patchtool.check_diff(p.diff, tree)
+            except patchtool.PatchRefused as e:
+                i = pb.steps.index(s)
+                raise pbm.PlaybookError(f"steps[{i}].patches.diff: {e}") from None
+
+
+def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *, sandbox_factory=None,
+           suite_factory=None, ask=None, progress=None, fallback=None) -> dict:
+    """Replay a playbook as a run of the loop; resumes when run_dir already holds this replay."""
+    from agent import cmd_optimize as co
+    from agent.planners.replay import ReplayPlanner, outcomes
+    pb = playbook if isinstance(playbook, pbm.Playbook) else pbm.load(playbook)
+    run_dir = Path(run_dir)
+    planner = ReplayPlanner(pb, fallback=fallback)
+    kw = {k: v for k, v in {"sandbox_factory": sandbox_factory, "suite_factory": suite_factory,
+                            "progress": progress}.items() if v is not None}
+    if (run_dir / LEDGER).exists():
+        led = Ledger(run_dir)
+        rep = led.meta("replay")
+        led.close()
+        if not rep:
+            raise BadInput(f"{str(run_dir)!r} holds a run that is not a replay; use `agent resume {run_dir}`")
+        if rep["playbook"] != pb.model_dump(mode="json"):
+            raise BadInput(f"{str(run_dir)!r} replays another playbook ({rep.get('name')}); pick a new --run-dir")
+        planner.note = _note(Ledger(run_dir))
+        out = co.resume(run_dir, planner=planner, **kw, **({"ask": ask} if ask else {}))
+    else:
+        cfg.check()
+        card, hw = resolve_target(cfg.target)
+        sandbox = (sandbox_factory or co.default_sandbox)(cfg, card, hw)
+        precheck(pb, cfg, sandbox)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        rt = co.open_runtime(run_dir, cfg, sandbox_factory=lambda *a: sandbox, planner=planner,
+                             **{k: v for k, v in kw.items() if k != "sandbox_factory"})
+        planner.note = _note(rt.ledger)
+        rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
+        rt.ledger.set_meta("created", time.time())
+        rt.ledger.set_meta("replay", {"name": pb.name, "playbook": pb.model_dump(mode="json"),
+                                      "frameworks": list(rt.frameworks())})
+        (run_dir / SOURCE_COPY).write_text(pbm.dumps(pb))
+        out = co.drive(rt, {"incumbent": None}, ask=ask)
+    led = Ledger(run_dir)
+    try:
+        card, hw = resolve_target(cfg.target)
+        out["replayed_from"] = pb.name
+        out["steps"] = outcomes(pb, led.trials(), card, hw, (led.meta("replay") or {}).get("frameworks"),
+                                led.events())
+        out["launched"] = led.launched_count()
+        out["playbook"] = str(run_dir / "playbook.yaml")
+    finally:
+        led.close()
+    return out
+
+
+# ---- show / diff ---------------------------------------------------------------------------
+def _change(s: pbm.Step) -> str:
+    parts = []
+    if s.framework:
+        parts.append(s.framework)
+    if s.weights:
+        parts.append(f"weights {s.weights}")
+    if s.parallel:
+        parts.append(f"tp {s.parallel.tp} dp {s.parallel.dp}" + (" ep" if s.parallel.ep else ""))
+    parts += [f"{k} {json.dumps(v)}" for k, v in s.flags.items()]
+    parts += [f"{k}={v}" for k, v in s.env.items()]
+    parts += [f"patch {p.fix}({', '.join(f'{k}={v}' for k, v in p.params.items())})" for p in s.patches]
+    if s.moe:
+        parts.append("tune MoE " + ", ".join(f"{k}={v}" for k, v in s.moe.shape.items()))
+    return "; ".join(parts)
+
+
+def _when(s: pbm.Step) -> str:
+    return ", ".join(f"{k}={v}" for k, v in s.when.model_dump(exclude_none=True).items()) or "always"
+
+
+def show_rows(pb: pbm.Playbook, model: str | None = None, hw: str | None = None) -> list[dict]:
+    rows = []
+    card = hwp = None
+    if model or hw:
+        if not (model and hw):
+            raise BadInput("give both --model and --hw to see a playbook adapted to a target")
+        card, hwp = resolve_target(Target(model=model, hw=hw))
+    for s in pb.steps:
+        r = {"id": s.id, "kind": s.kind, "phase": s.phase, "description": s.description, "change": _change(s),
+             "when": _when(s), "evidence": s.evidence.reason}
+        if card is not None:
+            a = pbm.adapt(s, card, hwp)
+            r["adapted"] = {"skip": a.skip, "notes": a.notes, "flags": a.flags,
+                            "parallel": a.parallel.model_dump() if a.parallel else None,
+                            "patches": [{"fix": p["fix"], "params": p["params"]} for p in a.patches]}
+        rows.append(r)
+    return rows
+
+
+def diff_rows(a: pbm.Playbook, b: pbm.Playbook) -> list[dict]:
+    sig = lambda s: (s.kind, s.phase, _change(s))
+    sa, sb = [sig(s) for s in a.steps], [sig(s) for s in b.steps]
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=sa, b=sb, autojunk=False).get_opcodes():
+        if op == "equal":
+            out += [{"op": "same", "a": a.steps[i].id, "b": b.steps[j].id, "change": sa[i][2]}
+                    for i, j in zip(range(i1, i2), range(j1, j2))]
+            continue
+        out += [{"op": "removed", "a": a.steps[i].id, "kind": sa[i][0], "change": sa[i][2]} for i in range(i1, i2)]
+        out += [{"op": "added", "b": b.steps[j].id, "kind": sb[j][0], "change": sb[j][2]} for j in range(j1, j2)]
+    return out
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    group = typer.Typer(help="Inspect playbooks: show, validate, diff.", no_args_is_help=True)
+    app.add_typer(group, name="playbook")
+
+    @app.command("replay")
+    def replay_cmd(playbook: str = typer.Argument(..., help="playbook YAML (e.g. playbooks/glm-5.2-mi355x.yaml)"),
+                   model: str = typer.Option(..., help="model to replay it on (built-in name or HF checkpoint dir)"),
+                   hw: str = typer.Option(..., help="hardware profile: mi355x, b200, ..."),
+                   backend: str = typer.Option("sim", help="sim | local | docker"),
+                   budget: Optional[str] = typer.Option(None, help="trials to launch at most (default 40)"),
+                   time_budget: Optional[str] = typer.Option(None, help="ground time: 3600, 90m, 2h"),
+                   approve: Optional[str] = typer.Option(None, help="patches: ask (default on a TTY) | auto | never"),
+                   run_dir: Optional[str] = typer.Option(None, help="run directory (an existing replay resumes)"),
+                   seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json")) -> None:
+        """Replay a playbook on a model and node: each step adapted to the model card and hardware,
+        re-verified with the keep/revert rule; steps that do not apply are skipped with the reason;
+        a failing step hands its phase to the built-in planner. Ends with a new playbook and report."""
+        from agent import cmd_optimize as co
+        pb = pbm.load(playbook)
+        trials, secs = parse_budget(budget), parse_time_budget(time_budget)
+        b = Budget(trials=trials if trials or secs is None else None, time_s=secs) if (trials or secs) else Budget()
+        cfg = RunConfig(target=Target(model=model, hw=hw), backend=backend, objective=pb.objective,
+                        approve=approve or "ask", budget=b, seed=seed)
+        rd = Path(run_dir) if run_dir else co.RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = replay(pb, cfg, rd, progress=co._progress(as_json))
+        if as_json:
+            typer.echo(json.dumps(out, default=str))
+            return
+        co._emit(out, False)
+        for o in out["steps"]:
+            typer.echo(f"  {o['step']}  {o['outcome']:<9} {o['reason']}")
+        typer.echo(f"{out['launched']} trials launched; new playbook: {out['playbook']}")
+
+    @group.command("show")
+    def show(playbook: str, model: Optional[str] = typer.Option(None, help="adapt to this model"),
+             hw: Optional[str] = typer.Option(None, help="... and this hardware"),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+        """The steps, their conditions and evidence; with --model/--hw, how each adapts (or why it is skipped)."""
+        pb = pbm.load(playbook)
+        rows = show_rows(pb, model, hw)
+        if as_json:
+            typer.echo(json.dumps({"name": pb.name, "version": pb.version, "source": pb.source.model_dump(),
+                                   "steps": rows}))
+            return
+        typer.echo(f"{pb.name} (v{pb.version}, objective {pb.objective}; recorded on {pb.source.model}/"
+                   f"{pb.source.hw} in {pb.source.trials} trials)")
+        for r in rows:
+            typer.echo(f"{r['id']} [{r['phase']}/{r['kind']}] {r['description']}\n    change: {r['change']}\n"
+                       f"    when: {r['when']}\n    evidence: {r['evidence']}")
+            if "adapted" in r:
+                ad = r["adapted"]
+                typer.echo(f"    here: {'SKIP: ' + ad['skip'] if ad['skip'] else 'applies'}"
+                           + (f" ({'; '.join(ad['notes'])})" if ad["notes"] else ""))
+
+    @group.command("validate")
+    def validate(playbook: str, as_json: bool = typer.Option(False, "--json")) -> None:
+        """Check a playbook against the schema and the safety rules (exit 2 naming the bad field)."""
+        pb = pbm.load(playbook)
+        out = {"ok": True, "name": pb.name, "steps": len(pb.steps)}
+        typer.echo(json.dumps(out) if as_json else f"ok: {playbook} ({len(pb.steps)} steps)")
+
+    @group.command("diff")
+    def diff(a: str, b: str, as_json: bool = typer.Option(False, "--json")) -> None:
+        """Step-by-step difference between two playbooks (e.g. a recording and its replay)."""
+        rows = diff_rows(pbm.load(a), pbm.load(b))
+        if as_json:
+            typer.echo(json.dumps(rows))
+            return
+        mark = {"same": " ", "removed": "-", "added": "+"}
+        for r in rows:
+            ids = "/".join(x for x in (r.get("a"), r.get("b")) if x)
+            typer.echo(f"{mark[r['op']]} {ids:<8} {r['change']}")
+
+    @group.command("schema")
+    def schema(out: Optional[str] = typer.Option(None, help="write to this file instead of stdout")) -> None:
+        """The playbook JSON Schema (playbooks/playbook.schema.json is this output)."""
+        text = json.dumps(pbm.json_schema(), indent=2) + "\n"
+        if out:
+            Path(out).write_text(text)
+        else:
+            typer.echo(text, nl=False)

@@ -1,0 +1,96 @@
+"""Replay through the real loop on the fake ground: same best in a third of the trials, the MTP
+patch re-rendered for DeepSeek's layer 61, ROCm/MTP steps skipped with reasons on NVIDIA."""
+import git
+import pytest
+import yaml
+
+from agent import playbook as pbm
+from agent.cmd_optimize import start
+from agent.ledger import Ledger
+from tests.agent.conftest import fake_factory, fake_suite
+from tests.playbooks.conftest import config, config_of, do_replay
+
+
+def test_recorded_playbook_is_valid_and_templated(recorded):
+    pb = pbm.load(recorded.playbook)
+    assert pb.source.trials == recorded.launched and pb.steps[0].baseline
+    kinds = [s.kind for s in pb.steps]
+    assert kinds[:3] == ["framework", "framework", "weights"] and "moe_tune" in kinds and "patch" in kinds
+    mtp = [p for s in pb.steps for p in s.patches if p.fix == "mtp_prefix_alias"]
+    assert mtp and mtp[0].params == {"layer": "{num_hidden_layers}"} and mtp[0].when.after_diagnosis == "shape_mismatch"
+    guard = [p for s in pb.steps for p in s.patches if p.fix == "rocm_include_guard"]
+    assert guard and guard[0].when.vendor == ["amd"] and guard[0].diff is None
+    par = next(s for s in pb.steps if s.kind == "parallel")
+    assert par.parallel.tp == "{gpus_per_node//2}" and par.parallel.dp == 2
+    text = recorded.playbook.read_text()
+    assert str(recorded.run_dir) not in text and "moe_configs" not in text  # nothing run-specific
+    assert all(s.evidence.reason for s in pb.steps)
+
+
+def test_replay_same_model_same_best_in_a_third_of_the_trials(recorded, tmp_path):
+    out = do_replay(recorded.playbook, "glm-5.2", "mi355x", tmp_path / "r")
+    assert out["status"] == "done"
+    assert config_of(out["best"]) == config_of(recorded.out["best"])
+    assert out["launched"] * 3 <= recorded.launched, (out["launched"], recorded.launched)
+    assert {o["outcome"] for o in out["steps"]} == {"carried"}
+    # The new playbook records the replay, step by step; the report says what carried over.
+    new = pbm.load(tmp_path / "r" / "playbook.yaml")
+    assert new.replayed_from == "glm-5.2-mi355x" and [c.step for c in new.carried] == [s.id for s in pbm.load(recorded.playbook).steps]
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Playbook replay" in md and "carried over with the patch re-rendered" in md
+
+
+def test_replay_on_deepseek_adapts_the_mtp_patch_to_layer_61(recorded, tmp_path):
+    out = do_replay(recorded.playbook, "deepseek-v3", "mi355x", tmp_path / "r")
+    led = Ledger(tmp_path / "r")
+    mtp = [p for p in led.patches() if p["fix"] == "mtp_prefix_alias"]
+    assert len(mtp) == 1 and mtp[0]["status"] == "approved"
+    assert '"model.layers.61.eh_proj": "model.eh_proj"' in mtp[0]["diff"]
+    assert "model.layers.78" not in mtp[0]["diff"]
+    # It was proposed only after the failure the recorded run had seen first.
+    t = next(t for t in led.trials() if t["patch_id"] == mtp[0]["id"])
+    assert led.trial(t["proposal"]["fixes_trial"])["diagnoses"][0]["kind"] == "shape_mismatch"
+    assert sum("Inferloop-Patch:" in c.message for c in git.Repo(tmp_path / "r" / "src" / "sglang").iter_commits()) >= 2
+    assert out["status"] == "done"
+
+
+@pytest.mark.slow
+def test_replay_on_deepseek_reaches_90pct_of_a_full_run_in_fewer_trials(recorded, tmp_path):
+    out = do_replay(recorded.playbook, "deepseek-v3", "mi355x", tmp_path / "r")
+    full = start(config("deepseek-v3", "mi355x"), tmp_path / "full", sandbox_factory=fake_factory(),
+                 suite_factory=fake_suite)
+    full_n = Ledger(tmp_path / "full").launched_count()
+    assert out["best"]["knee_tok_s"] >= 0.9 * full["best"]["knee_tok_s"]
+    assert out["launched"] < full_n
+
+
+def test_replay_on_qwen_b200_skips_rocm_and_mtp_steps_with_reasons(recorded, tmp_path):
+    out = do_replay(recorded.playbook, "qwen3-235b-a22b", "b200", tmp_path / "r")
+    assert out["status"] == "done" and out["best"]
+    pb = pbm.load(recorded.playbook)
+    by = {o["step"]: o for o in out["steps"]}
+    for s in pb.steps:
+        fixes = {p.fix for p in s.patches}
+        if "mtp_prefix_alias" in fixes or s.when.has_mtp:
+            assert by[s.id]["outcome"] == "skipped" and "no MTP" in by[s.id]["reason"], by[s.id]
+        if "rocm_include_guard" in fixes:
+            assert by[s.id]["outcome"] == "skipped" and "b200 is nvidia" in by[s.id]["reason"], by[s.id]
+        if s.when.vendor == ["amd"] and not s.patches:
+            assert by[s.id]["outcome"] == "skipped" and "nvidia" in by[s.id]["reason"]
+    led = Ledger(tmp_path / "r")
+    assert not led.patches()  # no MTP fix, no ROCm guard was even proposed
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "no MTP (NextN) draft layers" in md
+
+
+def test_tampered_playbook_is_refused_before_anything_runs(recorded, tmp_path):
+    data = yaml.safe_load(recorded.playbook.read_text())
+    step = next(s for s in data["steps"] if s.get("patches"))
+    step["patches"][0]["params"]["layer"] = 61
+    step["patches"].append({"framework": "sglang", "fix": "literal",
+                            "diff": "--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y\n"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(pbm.PlaybookError, match=r"steps\[\d+\]\.patches\[1\]\.diff.*'\.\.'"):
+        do_replay(bad, "glm-5.2", "mi355x", tmp_path / "r")
+    assert not (tmp_path / "r").exists()
