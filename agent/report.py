@@ -139,14 +139,13 @@ def write(run_dir: Path, hw=None) -> dict:
         (run_dir / "patches").mkdir(exist_ok=True)
         for p in led.patches():
             (run_dir / "patches" / f"{p['id']}.diff").write_text(p["diff"])
-        pb = playbook(led, res["objective"])
-        pb.update({"model": res["model"], "hw": res["hw"]})
-        (run_dir / "playbook.yaml").write_text(yaml.safe_dump(pb, sort_keys=False))
+        from agent import playbook as pbm  # the replayable playbook (issue 5): agent/playbook.py
+        (run_dir / "playbook.yaml").write_text(pbm.dumps(pbm.from_run(led, run_dir)))
         if res["best"]:
             model = cfg.get("target", {}).get("model_path") or res["model"]
             (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
         imgs = _plots(led, res, run_dir) if res["best"] else []
-        md = markdown(res, hw, imgs)
+        md = markdown(res, hw, imgs) + pbm.carried_markdown(led)  # a replay: step by step what carried over
         (run_dir / "report.md").write_text(md)
         (run_dir / "report.html").write_text(html(md, run_dir, imgs))
         return res
