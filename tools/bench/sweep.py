@@ -6,7 +6,8 @@ The sweep does not know which ground it runs on: it builds the schedule (tools.b
 optionally fills prompt texts (a `prompt_fn`, e.g. PromptMaker.prompts for real servers), calls
 `client.run`, and reduces records with tools.bench.metrics. Rates are run in rising order; with
 `stop_after_break` the sweep stops at the first point that misses the SLO or loses requests
-(that point is kept: it shows where the knee ends).
+(that point is kept: it shows where the knee ends). `knee_search` picks the rates itself (rise
+until the SLO breaks, then bisect) for callers that do not know where the knee is.
 """
 from __future__ import annotations
 
@@ -91,6 +92,45 @@ async def sweep(client: Client, w: Workload, *, ttft_slo_s: float, rates: list[f
                 "warmup": warmup, "exact_prompts": prompt_fn is not None}
     return BenchResult(sweep=points, knee=knee(points, ttft_slo_s), single_stream_tok_s=single,
                        ttft_slo_s=ttft_slo_s, workload=workload, noise=noise if repeats > 1 else None)
+
+
+async def knee_search(client: Client, w: Workload, *, ttft_slo_s: float, n: int | Callable[[float], int] = 64,
+                      start_rps: float = 0.5, growth: float = 2.0, refine: int = 3, max_points: int = 20,
+                      min_rps: float = 0.02, seed: int = 0, prompt_fn: PromptFn | None = None,
+                      on_point: OnPoint | None = None) -> list[SweepPoint]:
+    """Find the knee without knowing where it is: rates rise by `growth` until one misses the SLO
+    (or loses requests), walking down by halves if even the first does; then `refine` bisection
+    steps between the last good and the first bad rate. Points sorted by offered rate."""
+    points: list[SweepPoint] = []
+
+    async def ok_at(rate: float) -> bool:
+        p, recs = await run_point(client, w, n=n(rate) if callable(n) else n, rate=rate, seed=seed + len(points),
+                                  prompt_fn=prompt_fn, ttft_slo_s=ttft_slo_s)
+        points.append(p)
+        if on_point:
+            on_point({"rate": rate}, p, recs)
+        return meets_slo(p, ttft_slo_s)
+
+    good, bad, rate = None, None, start_rps
+    while len(points) < max_points and bad is None:
+        if await ok_at(rate):
+            good, rate = rate, rate * growth
+        else:
+            bad = rate
+    while good is None and bad is not None and len(points) < max_points and bad / 2 >= min_rps:
+        if await ok_at(bad / 2):
+            good = bad / 2
+        else:
+            bad = bad / 2
+    for _ in range(refine if good is not None and bad is not None else 0):
+        if len(points) >= max_points:
+            break
+        mid = (good + bad) / 2
+        if await ok_at(mid):
+            good = mid
+        else:
+            bad = mid
+    return sorted(points, key=lambda p: p.offered_rps or 0.0)
 
 
 def run_sync(coro: Awaitable):
