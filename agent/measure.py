@@ -1,17 +1,19 @@
-"""Measuring one running server: a rate sweep to the TTFT knee, single-stream speed, evals.
+"""The loop's measuring policy, and only the policy: which workloads, how many requests per
+rate, where the knee search starts, and what one measurement records for decide.py.
 
-Works over any `Client` (the simulator's or HTTP), so both grounds are measured the same way.
-The sweep doubles the offered rate until the SLO breaks, then bisects between the last good and
-the first bad rate; the knee is the best SLO-meeting point (tools.bench.metrics.knee).
+The mechanics (schedule, load, summaries, knee search, single stream) are tools.bench.sweep's,
+the same code `agent bench` runs, so both grounds and both commands measure alike.
 """
 from __future__ import annotations
 
 import asyncio
+from functools import lru_cache
+from pathlib import Path
 from typing import Protocol
 
 from agent.config import RunConfig
-from tools.bench.metrics import knee, meets_slo, summarize
-from tools.bench.workload import schedule
+from tools.bench.metrics import knee
+from tools.bench.sweep import knee_search, run_point
 
 
 class EvalSuite(Protocol):
@@ -20,43 +22,35 @@ class EvalSuite(Protocol):
     def run(self, client, *, limit: int, seed: int) -> dict[str, list[int]]: ...
 
 
-async def _sweep(client, cfg: RunConfig, seed: int) -> list:
-    m, slo = cfg.measure, cfg.slo.ttft_p95_s
-    points, good, bad, rate, bisects = [], None, None, m.start_rps, 0
-    while len(points) < m.max_points:
-        specs = schedule(m.workload, n=m.requests_per_point, rate=rate, seed=seed + len(points))
-        pt = summarize(await client.run(specs), offered_rps=rate, ttft_slo_s=slo)
-        points.append(pt)
-        if meets_slo(pt, slo):
-            good = rate if good is None else max(good, rate)
-        else:
-            bad = rate if bad is None else min(bad, rate)
-        if bad is None:
-            rate *= 2
-        elif good is None:
-            rate /= 2
-        else:
-            if bisects >= m.bisect_steps:
-                break
-            bisects += 1
-            rate = (good + bad) / 2
-    return points
+@lru_cache(maxsize=4)
+def _maker(model_path: str | None):
+    from tools.bench.prompts import PromptMaker, load_tokenizer
+    tok = model_path and Path(model_path, "tokenizer.json").is_file()
+    return PromptMaker(load_tokenizer(model_path) if tok else None)
 
 
-async def _single(client, cfg: RunConfig, seed: int):
-    m = cfg.measure
-    specs = schedule(m.single_stream, n=m.single_stream_requests, rate=None, seed=seed)
-    return summarize(await client.run(specs, concurrency=1), fixed_concurrency=1)
+def prompt_fn(server, cfg: RunConfig):
+    """Prompt texts for a server reached over HTTP (exact token counts from the checkpoint's own
+    tokenizer when it has one): identical filler would hit the prefix cache and flatter the server.
+    An in-process client (the simulator) reads the token counts from the specs and needs none."""
+    if getattr(server, "url", None) is None:
+        return None
+    return _maker(cfg.target.model_path).prompts
 
 
-def bench(client, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
+def bench(server, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
     """One measurement of the running server, as the plain JSON decide.py reads."""
-    points = asyncio.run(_sweep(client, cfg, seed))
-    k = knee(points, cfg.slo.ttft_p95_s)
-    single = asyncio.run(_single(client, cfg, seed + 1000))
+    m, slo, client = cfg.measure, cfg.slo.ttft_p95_s, server.client
+    fill = prompt_fn(server, cfg)
+    points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=m.requests_per_point,
+                                     start_rps=m.start_rps, growth=2.0, refine=m.bisect_steps,
+                                     max_points=m.max_points, seed=seed, prompt_fn=fill))
+    k = knee(points, slo)
+    single, _ = asyncio.run(run_point(client, m.single_stream, n=m.single_stream_requests, concurrency=1,
+                                      seed=seed + 1000, prompt_fn=fill))
     return {"knee_tok_s": k.tok_s if k else None, "knee_rps": k.rps if k else None,
             "knee_ttft_p95_s": k.ttft_p95_s if k else None,
-            "single_stream_tok_s": single.tok_s, "gpus": gpus,
+            "single_stream_tok_s": single.tok_s if single.success > 0 else None, "gpus": gpus,
             "usd_per_gpu_h": float(getattr(hw, "usd_per_gpu_h", 0.0) or 0.0),
             "tdp_w": float(getattr(hw, "tdp_w", 0.0) or 0.0),
             "sweep": [p.model_dump(mode="json") for p in points], "evals": None}

@@ -107,7 +107,7 @@ def _measure(rt: Runtime, tid: int, c: Candidate, role: str, *, evals: bool) -> 
     with rt.sandbox.launch(c, rt.run_dir) as server:
         diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
         seq = len(rt.ledger.measurements(tid, role))
-        data = bench(server.client, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
+        data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
         if evals:
             data["evals"] = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
     data["diagnoses"] = diags
@@ -286,7 +286,7 @@ def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
     with rt.sandbox.launch(c, rt.run_dir) as server:
         diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
         rt.ledger.update_trial(tid, outcome="launched", diagnoses=diags)
-        data = bench(server.client, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)
+        data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)
         data["diagnoses"] = diags
         incs, _ = _series(rt, tid, inc)
         if decide(incs, [data], rt.config.objective, rt.config.gate)["decision"] == EVALUATE:
