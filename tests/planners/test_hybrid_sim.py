@@ -111,3 +111,22 @@ def test_the_api_key_never_reaches_the_run_dir(tmp_path):
     assert any(f.name == "ledger.sqlite" for f in files)
     leaked = [str(f) for f in files if KEY.encode() in f.read_bytes()]
     assert leaked == []
+
+
+def test_llm_planner_with_the_api_down_runs_on_the_builtin_planner_and_says_so(tmp_path):
+    from tests.planners.scripted_openai import status
+    d = tmp_path / "run"
+    said = []
+    with ScriptedOpenAI([status(503)], repeat_last=True) as srv:
+        planner = make_planner("llm", llm_model="scripted-model", run_dir=d, base_url=srv.base_url, api_key=KEY,
+                               backoff_s=0.001, retries=2, progress=said.append)
+        planner.record = lambda e: Ledger(d).event("llm", json.dumps(e))
+        cfg = small_config(budget=Budget(trials=4), planner="llm", llm_model="scripted-model")
+        out = start(cfg, d, sandbox_factory=sim_factory(), suite_factory=lambda *a: Suite(), planner=planner)
+    led = Ledger(d)
+    later = led.trials()[1:]
+    assert out["status"] == "done" and len(later) == 3
+    assert all(t["rationale"].startswith("[built-in planner, because the LLM planner could not be reached") for t in later)
+    ev = [json.loads(e["message"]) for e in led.events() if e["kind"] == "llm"]
+    assert len(ev) == 3 and all(e["retries"] == 2 and "InternalServerError" in e["outcome"] for e in ev)
+    assert len(srv.requests) == 9 and any("built-in planner decides" in s for s in said)
