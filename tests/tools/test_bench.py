@@ -60,8 +60,9 @@ def test_missing_and_malformed_tokenizer_are_bad_input(tmp_path):
         load_tokenizer(tmp_path)
 
 
-def test_client_streams_and_times_every_token(mock):
-    c = OpenAIClient(mock.url, "m")
+@pytest.mark.parametrize("lean", [True, False])  # the lean SSE reader and the httpx path
+def test_client_streams_and_times_every_token(mock, lean):
+    c = OpenAIClient(mock.url, "m", lean=lean)
     assert isinstance(c, Client) and c.check() == ["m"]
     specs = [RequestSpec(id=i, input_tokens=3, output_tokens=10, prompt="a b c") for i in range(6)]
     recs = asyncio.run(c.run(specs, concurrency=3))
@@ -83,10 +84,11 @@ def test_client_follows_the_arrival_schedule(mock):
 
 def test_client_records_errors_never_raises(mock):
     specs = [RequestSpec(id=0, input_tokens=1, output_tokens=2, prompt="x")]
-    (r,) = asyncio.run(OpenAIClient(mock.url, "other").run(specs))
-    assert not r.ok and "HTTP 404" in r.error and "does not exist" in r.error
+    for lean in (True, False):
+        (r,) = asyncio.run(OpenAIClient(mock.url, "other", lean=lean).run(specs))
+        assert not r.ok and "HTTP 404" in r.error and "does not exist" in r.error
     (r,) = asyncio.run(OpenAIClient("http://127.0.0.1:1", "m").run(specs))
-    assert not r.ok and "ConnectError" in r.error
+    assert not r.ok and "Connect" in r.error
     with pytest.raises(BadInput, match="not served"):
         OpenAIClient(mock.url, "other").check()
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from contextlib import aclosing
 
 import httpx
 
 from agent.errors import BadInput
 from tools.bench.records import RequestRecord, RequestSpec
+from tools.bench.sse import Pool
 
 
 def _filler(n: int) -> str:
@@ -24,9 +26,13 @@ def _filler(n: int) -> str:
 
 class OpenAIClient:
     def __init__(self, url: str, model: str, *, timeout_s: float = 3600.0, api_key: str | None = None,
-                 progress=None):
+                 progress=None, ignore_eos: bool = True, lean: bool = True):
         self.url = url.rstrip("/")
         self.model = model
+        # vLLM/sglang take `ignore_eos`; servers that answer 422 to fields outside OpenAI's schema
+        # (transformers serve) need it left out, and a model that never emits EOS instead.
+        self.ignore_eos = ignore_eos
+        self.lean = lean  # stream with tools/bench/sse.py on plain http (False: httpx everywhere)
         self.timeout = httpx.Timeout(timeout_s, connect=10.0)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.progress = progress  # callable(record) after each request, e.g. a tqdm update
@@ -59,49 +65,61 @@ class OpenAIClient:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         n_conn = concurrency or len(specs)
         async with self._http(n_conn) as http:
+            # Plain http: the lean SSE reader (tools/bench/sse.py) keeps the generator off the
+            # critical path; https goes through httpx.
+            transport = Pool(self.url, self.headers) if self.lean and self.url.startswith("http://") else http
             t0 = time.perf_counter()
             if concurrency:
                 sem = asyncio.Semaphore(concurrency)
 
                 async def paced(s: RequestSpec) -> RequestRecord:
                     async with sem:
-                        return await self._one(http, s, t0)
+                        return await self._one(transport, s, t0)
                 coros = [paced(s) for s in specs]
             else:
                 async def timed(s: RequestSpec) -> RequestRecord:
                     delay = t0 + s.arrival_s - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)  # the schedule's arrival time, not a race workaround
-                    return await self._one(http, s, t0)
+                    return await self._one(transport, s, t0)
                 coros = [timed(s) for s in specs]
-            return list(await asyncio.gather(*coros))
+            try:
+                return list(await asyncio.gather(*coros))
+            finally:
+                if isinstance(transport, Pool):
+                    transport.close()
 
-    async def _one(self, http: httpx.AsyncClient, s: RequestSpec, t0: float) -> RequestRecord:
+    async def _events_httpx(self, http: httpx.AsyncClient, body: dict):
+        async with http.stream("POST", self.url + "/v1/completions", json=body) as r:
+            if r.status_code != 200:
+                text = (await r.aread()).decode(errors="replace")
+                raise RuntimeError(f"HTTP {r.status_code}: {text[:200]}")
+            async for line in r.aiter_lines():
+                if line.startswith("data:"):
+                    yield line[5:].strip().encode()
+
+    async def _one(self, transport, s: RequestSpec, t0: float) -> RequestRecord:
         body = {"model": self.model, "prompt": s.prompt if s.prompt is not None else _filler(s.input_tokens),
-                "max_tokens": s.output_tokens, "stream": True, "ignore_eos": True, "temperature": 0.0,
+                "max_tokens": s.output_tokens, "stream": True, "temperature": 0.0,
                 "stream_options": {"include_usage": True}}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
         times: list[float] = []
         usage_tokens = None
         send = time.perf_counter() - t0
         error = None
         try:
-            async with http.stream("POST", self.url + "/v1/completions", json=body) as r:
-                if r.status_code != 200:
-                    text = (await r.aread()).decode(errors="replace")
-                    raise RuntimeError(f"HTTP {r.status_code}: {text[:200]}")
-                async for line in r.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
+            events = (transport.post_events("/v1/completions", body) if isinstance(transport, Pool)
+                      else self._events_httpx(transport, body))
+            async with aclosing(events) as stream:
+                async for data in stream:
+                    if data == b"[DONE]":
+                        continue  # read on to the end of the response so the connection is reused
                     ev = json.loads(data)
                     if ev.get("error"):
                         raise RuntimeError(f"server error: {str(ev['error'])[:200]}")
-                    if ev.get("usage") and not ev.get("choices"):
-                        usage_tokens = ev["usage"].get("completion_tokens")
-                        continue
-                    if any(c.get("text") for c in ev.get("choices", [])):
+                    choices = ev.get("choices")
+                    if choices and any(c.get("text") for c in choices):
                         times.append(time.perf_counter() - t0)
                     if ev.get("usage"):
                         usage_tokens = ev["usage"].get("completion_tokens")
