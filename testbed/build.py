@@ -127,13 +127,18 @@ def step_convert(base: Path, say) -> None:
 def step_smoke(base: Path, say) -> None:
     from testbed.serve import ask, launch
 
-    with launch(paths.model_dir(base), base / "logs" / "smoke-server.log", python=paths.venv_python(base),
-                extra=["--enforce-eager"], timeout_s=900) as server:
-        answer = ask(server.url, SMOKE_QUESTION)
+    from tools.protocols import LaunchFailure
+
+    run_dir = base / "logs" / "smoke"
+    try:
+        with launch(run_dir, base=base) as server:
+            answer = ask(server.url, SMOKE_QUESTION)
+    except LaunchFailure as e:
+        raise BuildError(f"the testbed server did not start: {e}\n{e.excerpt}") from None
     say(f"    {SMOKE_QUESTION!r} -> {answer!r}")
     if "paris" not in answer.lower():
         raise BuildError(f"smoke check failed: {SMOKE_QUESTION!r} answered {answer!r} (expected Paris); "
-                         f"log {base / 'logs' / 'smoke-server.log'}")
+                         f"server log in {run_dir}")
 
 
 STEPS: list[tuple[str, Callable, str]] = [

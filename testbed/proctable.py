@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -21,3 +22,12 @@ def group_members(pgid: int) -> list[tuple[int, str]]:
         if pgrp == pgid:
             out.append((int(entry), state))
     return out
+
+
+def wait_group_gone(pgid: int, timeout_s: float = 15.0) -> list[tuple[int, str]]:
+    """Poll until no process of the group is left (SIGKILLed processes take a moment to be torn
+    down and reaped); return what is still there at the deadline ([] = all gone)."""
+    deadline = time.monotonic() + timeout_s
+    while (left := group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling interval; the condition is re-checked each time
+    return left

@@ -1,30 +1,20 @@
-"""Start the testbed's vLLM server: the command line and environment that work on this CPU build.
+"""Launch the testbed's vLLM server through inferloop's own tools (`sandboxes.local.LocalSandbox`,
+`tools.server`): the same path `agent` uses, so every testbed run also exercises it.
 
-`vllm_command` / `vllm_env` are what every launcher (this file's `launch`, or the real tools'
-sandboxes.local) should use. `launch` is a minimal process-group launcher kept for the build's smoke
-check, which must run before (and without) the rest of inferloop.
+What this adds is only what is specific to this CPU build: the interpreter of the testbed venv,
+the served name, and the environment that makes it work (`VLLM_CPU_KVCACHE_SPACE`,
+`OMP_NUM_THREADS`, no PYTHONPATH leaking this repo into the venv).
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import httpx
 
 from testbed import paths
 
-
-def vllm_command(python: Path, model_dir: Path, *, port: int, name: str = paths.MODEL_NAME,
-                 extra: list[str] = ()) -> list[str]:
-    # The `vllm` console script fails in this build (it looks up metadata named `vllm`); the module works.
-    return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-            "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
-            "--max-model-len", "4096", *extra]
+MAX_MODEL_LEN = 4096
 
 
 def vllm_env(threads: int | None = None) -> dict[str, str]:
@@ -32,70 +22,33 @@ def vllm_env(threads: int | None = None) -> dict[str, str]:
     env["VLLM_CPU_KVCACHE_SPACE"] = env.get("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB of KV cache
     # vLLM drops torch to one thread unless OMP_NUM_THREADS is set.
     env["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
-    env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
-    env.pop("PYTHONPATH", None)  # the testbed venv must not see this repo's packages
+    env.pop("PYTHONPATH", None)  # the testbed venv must not import this repo's packages
     return env
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def sandbox(base: Path | None = None, *, ready_timeout_s: float = 900.0):
+    from sandboxes.local import LocalSandbox
+
+    return LocalSandbox(paths.model_dir(base), model_name=paths.MODEL_NAME, python=str(paths.venv_python(base)),
+                        base_env=vllm_env(), ready_timeout_s=ready_timeout_s)
 
 
-class Launched:
-    def __init__(self, proc: subprocess.Popen, url: str, log_path: Path):
-        self.proc, self.url, self.log_path = proc, url, log_path
+def candidate(flags: dict | None = None, *, eager: bool = True):
+    """A vLLM candidate for the testbed. Eager mode (no torch.compile) is ready in ~30 s instead
+    of 140-190 s: right for tests that need a real server, not its best speed."""
+    from tools.candidate import Candidate
 
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        # vLLM's engine core is a child in the same group; make sure nothing of the group survives.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def __enter__(self) -> "Launched":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    f: dict = {"--max-model-len": MAX_MODEL_LEN}
+    if eager:
+        f["--enforce-eager"] = True
+    f.update(flags or {})
+    return Candidate(framework="vllm", flags=f)
 
 
-def launch(model_dir: Path, log_path: Path, *, python: Path | None = None, extra: list[str] = (),
-           timeout_s: float = 600, port: int | None = None) -> Launched:
-    port = port or free_port()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = vllm_command(python or paths.venv_python(), model_dir, port=port, extra=list(extra))
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=vllm_env(),
-                                start_new_session=True, stdin=subprocess.DEVNULL)
-    server = Launched(proc, f"http://127.0.0.1:{port}", log_path)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {proc.returncode} before ready; log tail:\n"
-                                   + "\n".join(server.log_text().splitlines()[-30:]))
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"vLLM not ready after {timeout_s:.0f}s; log tail:\n"
-                                   + "\n".join(server.log_text().splitlines()[-30:]))
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(server.url + "/health", timeout=2).status_code == 200:
-                    return server
-            time.sleep(1)  # polling interval, not a race cover: readiness is checked each time
-    except BaseException:
-        server.stop()
-        raise
+def launch(run_dir: Path, flags: dict | None = None, *, eager: bool = True, base: Path | None = None,
+           ready_timeout_s: float = 900.0):
+    """A running testbed server (`tools.server.RunningServer`, a context manager); logs in run_dir."""
+    return sandbox(base, ready_timeout_s=ready_timeout_s).launch(candidate(flags, eager=eager), Path(run_dir))
 
 
 def ask(url: str, question: str, *, model: str = paths.MODEL_NAME, max_tokens: int = 32) -> str:
