@@ -23,9 +23,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.errors import BadInput
-from tools.frameworks import NAMES as FRAMEWORKS
+from tools.frameworks import EXTRA, NAMES
 from tools.models import PRECISIONS
 from tools.protocols import DIAGNOSIS_KINDS
+
+FRAMEWORKS = NAMES + EXTRA  # a playbook may record a run on transformers serve (the GPU ground)
 
 VERSION = 1
 STEP_KINDS = ("framework", "weights", "flags", "env", "patch", "moe_tune", "parallel")
@@ -293,7 +295,7 @@ def _field(loc: tuple) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in STEP_KINDS + ("function-after",) or str(part).startswith(("function-", "constrained-")):
+        elif str(part).startswith(("function-", "constrained-")):
             continue
         else:
             out += ("." if out else "") + str(part)
@@ -317,7 +319,10 @@ def parse(data: object, origin: str = "playbook") -> Playbook:
         where = _field(err["loc"])
         m = re.match(r"^([A-Za-z_][\w.\[\]]*): (.*)$", msg, re.S)
         if m:  # a validator that names the sub-field: fold it into the path
-            where, msg = (f"{where}.{m.group(1)}" if where != "playbook" else m.group(1)), m.group(2)
+            sub, head = m.group(1), re.match(r"[A-Za-z_]\w*", m.group(1)).group(0)
+            where = where[: -len(head)] + sub if where.endswith(head) else \
+                (f"{where}.{sub}" if where != "playbook" else sub)
+            msg = m.group(2)
         raise PlaybookError(f"{origin}: {where}: {msg}") from None
 
 
