@@ -9,16 +9,21 @@ from agent.errors import unknown
 from tools.frameworks.base import FlagError, FlagSpec, Framework
 
 NAMES = ("vllm", "sglang", "atom")
+# Adapters outside the story's three (not planned by default; a sandbox names them in `frameworks`):
+# transformers' own server, the real GPU ground of gpu/ (issue 7).
+EXTRA = ("transformers",)
 _cache: dict[str, Framework] = {}
 
 
 def get(name: str) -> Framework:
     """The adapter for a framework name; BadInput naming the allowed names otherwise."""
-    if name not in NAMES:
-        raise unknown("framework", name, NAMES)
+    if name not in NAMES + EXTRA:
+        raise unknown("framework", name, NAMES + EXTRA)
     if name not in _cache:
         if name == "vllm":
             from tools.frameworks.vllm import VLLM as cls
+        elif name == "transformers":
+            from tools.frameworks.transformers_serve import TransformersServe as cls
         elif name == "sglang":
             from tools.frameworks.sglang import SGLang as cls
         else:
@@ -27,4 +32,4 @@ def get(name: str) -> Framework:
     return _cache[name]
 
 
-__all__ = ["NAMES", "get", "FlagError", "FlagSpec", "Framework"]
+__all__ = ["NAMES", "EXTRA", "get", "FlagError", "FlagSpec", "Framework"]
