@@ -86,20 +86,49 @@ def probe_cpu() -> HardwareProfile:
         mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
     except (ValueError, OSError, AttributeError):
         mem_gb = 8.0
-    a = np.ones((256, 256), dtype=np.float32)
-    t = time.perf_counter()
-    for _ in range(8):
-        a @ a
-    flops = 8 * 2 * 256 ** 3 / max(time.perf_counter() - t, 1e-9)
-    buf = np.ones(8 * 1024 * 1024 // 4, dtype=np.float32)  # 8 MB
+    a = np.ones((512, 512), dtype=np.float32)
+    a @ a  # warm the BLAS threads
     t = time.perf_counter()
     for _ in range(4):
+        a @ a
+    flops = 4 * 2 * 512 ** 3 / max(time.perf_counter() - t, 1e-9)
+    buf = np.ones(64 * 1024 * 1024 // 4, dtype=np.float32)  # 64 MB: larger than any L3 here
+    buf.copy()
+    t = time.perf_counter()
+    for _ in range(2):
         buf.copy()
-    bw = 4 * 2 * buf.nbytes / max(time.perf_counter() - t, 1e-9)  # read + write
+    bw = 2 * 2 * buf.nbytes / max(time.perf_counter() - t, 1e-9)  # read + write
+    # The numpy fp32 probe says what this (shared) machine delivers right now; inference kernels
+    # (oneDNN bf16) reach the vector units' peak far better, so the profile's peak comes from the
+    # ISA and clock, and the probe is kept alongside for the record.
+    peak = max(flops, cores * _ghz() * 1e9 * _flops_per_cycle())
     return HardwareProfile(name="cpu", vendor="cpu", device_name="cpu", hbm_gb=round(mem_gb, 1),
-                           hbm_tb_s=bw / 1e12, tflops={"bf16": flops / 1e12}, scaleup_gb_s=bw / 1e9,
+                           hbm_tb_s=max(bw, 10e9) / 1e12, tflops={"bf16": peak / 1e12, "probe_fp32": flops / 1e12},
+                           scaleup_gb_s=bw / 1e9,
                            gpus_per_node=1, tdp_w=15.0 * cores, usd_per_gpu_h=0.05 * cores,
                            usd_per_gpu_h_neocloud=0.05 * cores, compute_units=cores, arch="x86_64")
+
+
+def _cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f.read(200_000)
+    except OSError:
+        return ""
+
+
+def _ghz() -> float:
+    import re
+    m = re.search(r"cpu MHz\s*:\s*([\d.]+)", _cpuinfo())
+    return float(m.group(1)) / 1000 if m else 2.0
+
+
+def _flops_per_cycle() -> float:
+    """bf16 FLOPs per core per cycle: AVX512-BF16 dot products 64, AVX-512 fp32 FMA 32, AVX2 16."""
+    info = _cpuinfo()
+    if "avx512_bf16" in info or "amx_bf16" in info:
+        return 64.0
+    return 32.0 if "avx512f" in info else 16.0
 
 
 def get_hardware(name: str) -> HardwareProfile:

@@ -35,7 +35,7 @@ class Efficiency:
 # mature kernel stack (shorter launch gaps, better achieved bandwidth), the vLLM / ATOM rows
 # differ where those engines differ (mixed prefill batches; ATOM's aiter-native kernels).
 EFFICIENCY: dict[tuple[str, str], Efficiency] = {
-    ("sglang", "amd"): Efficiency(bw=0.26, gemm=0.14, attn=0.25, moe_default=0.67, layer_us=90.0,
+    ("sglang", "amd"): Efficiency(bw=0.245, gemm=0.12, attn=0.25, moe_default=0.67, layer_us=90.0,
                                   eager_layer_us=260.0, step_ms=2.0, req_us=150.0, ar_us=32.0, ar_fused_us=14.0,
                                   frontend_tok_s=100000.0),
     ("sglang", "nvidia"): Efficiency(bw=0.92, gemm=0.35, attn=0.40, moe_default=0.6, layer_us=50.0,
@@ -52,13 +52,17 @@ EFFICIENCY: dict[tuple[str, str], Efficiency] = {
     ("atom", "amd"): Efficiency(bw=0.27, gemm=0.15, attn=0.25, moe_default=0.67, layer_us=85.0,
                                 eager_layer_us=240.0, step_ms=1.8, req_us=120.0, ar_us=28.0, ar_fused_us=14.0,
                                 frontend_tok_s=100000.0, mixed_prefill=True),
-    ("cpu", "cpu"): Efficiency(bw=0.5, gemm=0.3, attn=0.3, moe_default=0.8, layer_us=30.0,
-                               eager_layer_us=30.0, step_ms=1.0, req_us=20.0, ar_us=0.0, ar_fused_us=0.0,
+    # CPU builds (vLLM's): calibrated to ../shared/TESTBED.md (SmolLM2-135M, 2 cores: 120-185
+    # output tok/s at 16 in flight, 1k-token prompts), against the ISA peak of tools.hardware.
+    ("cpu", "cpu"): Efficiency(bw=0.6, gemm=0.5, attn=0.5, moe_default=0.8, layer_us=60.0,
+                               eager_layer_us=60.0, step_ms=5.0, req_us=200.0, ar_us=0.0, ar_fused_us=0.0,
                                frontend_tok_s=200000.0, mixed_prefill=True),
 }
 
 
 def efficiency(framework: str, vendor: str) -> Efficiency:
+    if vendor == "cpu":  # one CPU build behaves like another: no graphs, no collectives
+        return EFFICIENCY[("cpu", "cpu")]
     return EFFICIENCY.get((framework, vendor)) or EFFICIENCY.get((framework, "amd")) or EFFICIENCY[("cpu", "cpu")]
 
 
@@ -133,11 +137,16 @@ def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
     return b if m.is_mla else b / min(cfg.tp, m.kv_heads)
 
 
-def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float) -> tuple[float, float]:
-    """(FLOPs, KV bytes) of attention for `tokens` query tokens over `ctx` keys, whole model."""
+def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float, prefill: bool = False) -> tuple[float, float]:
+    """(FLOPs, KV bytes) of attention for `tokens` query tokens over `ctx` keys, whole model.
+    MLA decodes in the absorbed form (scores against the latent) and prefills in the expanded
+    multi-head form (per-head keys and values, fewer FLOPs per key)."""
     if m.is_mla:
         attended = min(ctx, m.index_topk) if m.index_topk else ctx
-        per_key = 2 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        if prefill:
+            per_key = 2 * m.num_attention_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+        else:
+            per_key = 2 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
         flops = tokens * attended * per_key
         kv = attended * (m.kv_lora_rank + m.qk_rope_head_dim) * kvb
         if m.index_n_heads:  # DSA indexer scores every key, with its own small fp8 key cache
@@ -194,7 +203,7 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     attn_peak = hw.peak_tflops("bf16") * 1e12 * eff.attn
     kv_split = 1 if m.is_mla else min(tp, m.kv_heads)
     f_d, b_d = _attn_cost(m, decode_ctx, v, kvb)
-    f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb) if prefill_tokens else (0.0, 0.0)
+    f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb, prefill=True) if prefill_tokens else (0.0, 0.0)
     parts["attn"] = (max(n_decode * b_d / kv_split / bw, n_decode * f_d / tp / attn_peak)
                      + max(b_p / kv_split / bw, f_p / tp / attn_peak))
     # Launch gaps: graphs only capture decode batches; prefill always runs eagerly.
