@@ -156,3 +156,43 @@ def test_atom_indexer_window_is_read_from_its_tree(sim, tmp_path):
     git_apply(tree, make_diff(tree, ATOM_SPARSE_MLA, "MAX_INDEXER_KEYS = 8192", "MAX_INDEXER_KEYS = 262144"))
     s = sim.launch(Candidate(framework="atom", weights="mxfp4", parallel=Parallel(tp=8)), tmp_path)
     assert s.client.skill.indexer_window == 262144
+
+
+def test_sim_obeys_the_protocols(sim, tmp_path):
+    from tools.protocols import Client, Sandbox, Server
+    s = sim.launch(story_candidate(flags={"--kv-cache-dtype": "fp8_e4m3"}), tmp_path)
+    assert isinstance(sim, Sandbox) and isinstance(s, Server) and isinstance(s.client, Client)
+    assert s.url is None and sim.name == "sim"
+    with s as srv:
+        assert srv.log_text() == s.log_path.read_text()
+
+
+def test_moe_configs_found_through_the_frameworks_env_vars(tmp_path):
+    sim = SimSandbox("glm-5.2", "mi355x")
+    c = story_candidate(flags={"--kv-cache-dtype": "fp8_e4m3"})
+    (csv,) = sim.tune_moe(c, tmp_path)
+    log = sim.launch(c.model_copy(update={"env": {"AITER_CONFIG_FMOE": str(csv)}}), tmp_path).log_text()
+    assert "using 2stage default" not in log
+    nv = SimSandbox("glm-5.2", "b300")
+    cn = Candidate(framework="sglang", weights="fp8", parallel=Parallel(tp=8))
+    (js,) = nv.tune_moe(cn, tmp_path)
+    log = nv.launch(cn.model_copy(update={"env": {"SGLANG_MOE_CONFIG_DIR": str(js.parent)}}), tmp_path).log_text()
+    assert f"Using MoE kernel config from {js}." in log
+    js.write_text("{not json")  # a broken file is no config: the framework falls back
+    log = nv.launch(cn.model_copy(update={"env": {"SGLANG_MOE_CONFIG_DIR": str(js.parent)}}), tmp_path).log_text()
+    assert "Using default MoE kernel config" in log
+
+
+def test_runs_are_noisy_but_seeded(tmp_path):
+    import asyncio
+    from tools.bench.metrics import summarize
+    from tools.bench.workload import Workload, schedule
+    specs = schedule(Workload(), n=60, rate=1.0, seed=0)
+
+    def tok_s(seed):
+        s = SimSandbox("glm-5.2", "mi355x", seed=seed).launch(story_candidate(flags={"--kv-cache-dtype": "fp8_e4m3"}), tmp_path)
+        return [summarize(asyncio.run(s.client.run(specs))).tpot_p50_s for _ in range(3)]
+
+    a, b = tok_s(1), tok_s(1)
+    assert a == b  # same seed, same numbers
+    assert len(set(a)) == 3  # repeats on one server differ (run-to-run noise)
