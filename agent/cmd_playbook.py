@@ -108,11 +108,11 @@ def _change(s: pbm.Step) -> str:
         parts.append(f"weights {s.weights}")
     if s.parallel:
         parts.append(f"tp {s.parallel.tp} dp {s.parallel.dp}" + (" ep" if s.parallel.ep else ""))
-    parts += [f"{k} {json.dumps(v)}" for k, v in s.flags.items()]
-    parts += [f"{k}={v}" for k, v in s.env.items()]
-    parts += [f"patch {p.fix}({', '.join(f'{k}={v}' for k, v in p.params.items())})" for p in s.patches]
+    parts += [f"{k} {json.dumps(v)}" for k, v in sorted(s.flags.items())]
+    parts += [f"{k}={v}" for k, v in sorted(s.env.items())]
+    parts += [f"patch {p.fix}({', '.join(f'{k}={v}' for k, v in sorted(p.params.items()))})" for p in s.patches]
     if s.moe:
-        parts.append("tune MoE " + ", ".join(f"{k}={v}" for k, v in s.moe.shape.items()))
+        parts.append("tune MoE " + ", ".join(f"{k}={s.moe.shape[k]}" for k in ("E", "N", "K", "topk") if k in s.moe.shape))
     return "; ".join(parts)
 
 

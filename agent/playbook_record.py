@@ -72,7 +72,8 @@ def _when(step: dict, card, hw, diag_kind: str | None, all_flags: dict) -> dict:
     w: dict = {}
     flags = step.get("flags") or {}
     fixes = {p["fix"] for p in step.get("patches", [])}
-    if (flags and _is_mtp_spec(all_flags)) or fixes == {"mtp_prefix_alias"}:
+    spec_keys = any("specul" in k or k in ("--method",) for k in flags)
+    if (spec_keys and _is_mtp_spec(all_flags)) or fixes == {"mtp_prefix_alias"}:
         w["has_mtp"] = True
     words = " ".join([*flags, *map(str, flags.values()), *(step.get("env") or {})])
     if fixes == {"rocm_include_guard"} or ROCM_WORDS.search(words):

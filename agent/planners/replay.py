@@ -144,56 +144,78 @@ class ReplayPlanner:
                     failed_phase = s.phase
                 continue
             if failed_phase is not None:  # hand the failed step's phase to the built-in planner first
-                fb = self.fallback.propose(ctx)
-                if fb.kind != "stop" and fb.phase == failed_phase:
-                    fb.rationale = f"playbook step failed in phase {failed_phase}; built-in planner: {fb.rationale}"
+                fb = self.handover(ctx, failed_phase)
+                if fb is not None:
                     return fb, failed_phase
                 failed_phase = None
-            p = self._start(ctx, s)
+            p, failed = self._start(ctx, s)
             if p is not None:
                 return p, None
-        return None, failed_phase
+            if failed:
+                failed_phase = s.phase
+        if failed_phase is not None:
+            fb = self.handover(ctx, failed_phase)
+            if fb is not None:
+                return fb, failed_phase
+        return None, None
 
-    def _start(self, ctx: PlanContext, s) -> Proposal | None:
+    def handover(self, ctx: PlanContext, phase: str) -> Proposal | None:
+        """The built-in planner's next proposal for this one phase (its fixes for the phase's failed
+        trials first), or None when it has nothing left there."""
+        fb = self.fallback
+        if hasattr(fb, "_answer_failures") and hasattr(fb, f"_{phase}"):
+            tried = ctx.tried_keys()
+            p = fb._answer_failures(ctx, phase, tried)
+            if p is None:
+                p = next((q for q in getattr(fb, f"_{phase}")(ctx)
+                          if q.kind == "moe_tune" or q.cand().key() not in tried), None)
+        else:  # another planner: take its proposal when it is for this phase
+            p = fb.propose(ctx)
+            p = p if p.kind != "stop" and p.phase == phase else None
+        if p is not None:
+            p.rationale = f"a playbook step failed in phase {phase}; built-in planner: {p.rationale}"
+        return p
+
+    def _start(self, ctx: PlanContext, s) -> tuple[Proposal | None, bool]:
         a = adapt(s, ctx.card, ctx.hw, ctx.frameworks)
         if a.skip:
             self.note(s.id, f"skipped: {a.skip}")
-            return None
+            return None, False
         inc = ctx.incumbent_candidate()
         if inc is None:
             self.note(s.id, "skipped: there is no incumbent configuration to change")
-            return None
+            return None, False
         why = f"{s.description}; {_evidence_text(s)}" + (f"; adapted: {', '.join(a.notes)}" if a.notes else "")
         if s.kind == "moe_tune":
             warn = s.when.after_diagnosis
             if warn and warn not in {d["kind"] for d in (ctx.incumbent or {}).get("diagnoses") or []}:
                 self.note(s.id, f"skipped: the incumbent's log shows no {warn} (nothing falls back to a default)")
-                return None
+                return None, False
             if inc.moe_configs:
                 self.note(s.id, "skipped: the incumbent already runs tuned MoE configs")
-                return None
+                return None, False
             shape = ", ".join(f"{k}={v}" for k, v in a.moe_shape.items())
             return Proposal(kind="moe_tune", phase=s.phase, candidate=inc.model_dump(mode="json"),
                             description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")),
-                            rationale=why)
+                            rationale=why), False
         c = build_candidate(inc, a)
         if c.key() == inc.key():
             self.note(s.id, "skipped: the incumbent already has this configuration" +
                       (f" (the {s.when.after_diagnosis} failure cannot appear without a change)" if a.patches else ""))
-            return None
+            return None, False
         if c.key() in ctx.tried_keys():
             self.note(s.id, "skipped: this configuration was measured already in this run")
-            return None
+            return None, False
         try:
             fwmod.get(c.framework).validate(c)
         except Exception as e:  # noqa: BLE001  a flag this framework version does not take
-            self.note(s.id, f"skipped: {c.framework} does not accept it: {e}")
-            return None
+            self.note(s.id, f"failed: {c.framework} does not accept it: {e}")
+            return None, True
         what = s.description
         if a.patches:
             what = f"{s.description}: first without the patch (the recorded run saw {s.when.after_diagnosis or 'a failure'} here)"
         return Proposal(kind="config", phase=s.phase, description=tag(s.id, what), rationale=why,
-                        candidate=c.model_dump(mode="json"))
+                        candidate=c.model_dump(mode="json")), False
 
     def _continue(self, ctx: PlanContext, s, ts: list[dict]) -> tuple[Proposal | None, bool]:
         """A step with trials: its next proposal (the patch), or (None, failed?)."""
@@ -274,8 +296,12 @@ def outcomes(pb: Playbook, trials: list[dict], card, hw, frameworks=None, events
             if why:
                 o = StepOutcome(step=s.id, outcome="skipped", reason=why)
             elif s.id in notes:
-                kind = "skipped" if notes[s.id].startswith(("skipped", "baseline")) else "failed"
-                o = StepOutcome(step=s.id, outcome=kind, reason=notes[s.id].removeprefix("skipped: "))
+                n = notes[s.id]
+                if n.startswith("failed: "):
+                    o = StepOutcome(step=s.id, outcome="failed", reason=n.removeprefix("failed: ")
+                                    + "; handed over to the built-in planner")
+                else:
+                    o = StepOutcome(step=s.id, outcome="skipped", reason=n.removeprefix("skipped: "))
             else:
                 o = StepOutcome(step=s.id, outcome="pending", reason="not reached (budget or run ended)")
         out.append(o.model_dump())
