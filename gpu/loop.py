@@ -56,6 +56,7 @@ def measure_config(a) -> Measure:
     return Measure(workload=Workload(input_len=a.input_len, output_len=a.output_len, prefix_hit=0.0),
                    single_stream=Workload(input_len=a.input_len, output_len=a.output_len, prefix_hit=0.0),
                    requests_per_point=a.requests, start_rps=a.start_rps, max_points=a.max_points,
+                   duration_s=a.duration, growth=a.growth,  # ignored by a Measure without them
                    bisect_steps=a.bisect, single_stream_requests=a.single_requests, eval_items=max(a.parity_items, 10))
 
 
@@ -128,7 +129,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--input-len", type=int, default=256)
     ap.add_argument("--output-len", type=int, default=64)
-    ap.add_argument("--requests", type=int, default=24, help="requests per sweep point")
+    ap.add_argument("--requests", type=int, default=8, help="fewest requests per sweep point")
+    ap.add_argument("--duration", type=float, default=6.0, help="seconds of load per sweep point (rate x this)")
+    ap.add_argument("--growth", type=float, default=2.0, help="rate multiplier while the SLO holds")
     ap.add_argument("--start-rps", type=float, default=1.0)
     ap.add_argument("--max-points", type=int, default=6)
     ap.add_argument("--bisect", type=int, default=1)

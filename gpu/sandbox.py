@@ -50,12 +50,13 @@ class GpuSandbox(LocalSandbox):
     frameworks = ("transformers",)  # what this ground can serve (the planner reads it)
 
     def __init__(self, model_dir: Path | str, *, warmup: Workload | None = None, warmup_requests: int = 8,
-                 gpus: int = 1, **kw):
+                 gpus: int = 1, warmup_timeout_s: float = 150.0, **kw):
         kw.setdefault("device", "cuda")
         kw.setdefault("ready_timeout_s", 300.0)
         super().__init__(model_dir, **kw)
         self.warmup = warmup or Workload(input_len=256, output_len=32, prefix_hit=0.0)
         self.warmup_requests = warmup_requests
+        self.warmup_timeout_s = warmup_timeout_s
         self.gpus = gpus
         self.launches: list[dict] = []  # launch timings, for the record
 
@@ -94,7 +95,15 @@ class GpuSandbox(LocalSandbox):
         """Requests of the workload's shape, all at once, until each one comes back whole."""
         t0 = time.monotonic()
         specs = schedule(self.warmup, n=self.warmup_requests, rate=None, seed=12345)
-        recs = asyncio.run(server.client.run(specs, concurrency=self.warmup_requests))
+        try:
+            recs = asyncio.run(asyncio.wait_for(server.client.run(specs, concurrency=self.warmup_requests),
+                                                self.warmup_timeout_s))
+        except asyncio.TimeoutError:
+            text = server.log_text()
+            d = Diagnosis(kind="not_ready", message=f"warm-up requests unfinished after {self.warmup_timeout_s:g} s",
+                          evidence=text.splitlines()[-3:], details={"timeout_s": self.warmup_timeout_s})
+            raise LaunchFailure(d.message, excerpt=logs.excerpt(text, d), diagnosis=d,
+                                log_path=server.log_path) from None
         bad = [r for r in recs if not r.ok]
         if bad:
             text = server.log_text()
