@@ -156,7 +156,7 @@ def test_suite_for_gives_per_item_lists():
     s = suite_for()
     out = s.run(DictClient(lambda p: " Paris"), limit=4, seed=0)
     assert out["qa"] == [1, 0, 0, 0]
-    assert set(out) <= {"gsm8k", "qa"}
+    assert set(out) <= {"gsm8k", "qa", "longctx", "gpqa-diamond", "tau2"} and "longctx" in out
 
 
 # -- CLI against the mock server -------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_agent_eval_parity_against_itself(answering, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--url", "http://127.0.0.1:1", "--model", "m", "--task", "qa"], "cannot reach"),
     (["--model", "zz", "--task", "qa"], "model 'zz' is not served"),
-    (["--model", "m", "--task", "mmlu"], "unknown eval task 'mmlu'; allowed: gsm8k, parity, qa"),
+    (["--model", "m", "--task", "mmlu"], "unknown eval task 'mmlu'; allowed: gpqa-diamond, gsm8k, longctx, parity, qa, tau2"),
     (["--model", "m", "--task", "parity"], "needs --reference-url"),
     (["--model", "m", "--task", "gsm8k", "--data", "/no/file.jsonl"], "not found"),
 ])

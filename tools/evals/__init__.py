@@ -1,4 +1,5 @@
-"""Accuracy evals over any Client: GSM8K (5-shot), a factual-QA task, greedy-output parity;
+"""Accuracy evals over any Client: GSM8K (5-shot), a factual-QA task, greedy-output parity, and
+generated long-context / GPQA-Diamond-shaped / tau2-shaped tasks (tools.evals.generated);
 accuracy with standard errors and paired non-inferiority comparisons (tools.evals.stats).
 
 `suite_for(...)` gives the loop its default eval suite: `Suite.run(client, limit=, seed=)` ->
@@ -13,7 +14,7 @@ from pathlib import Path
 from agent.errors import unknown
 from tools.evals.tasks import EvalResult, Item, Task
 
-TASKS = ("gsm8k", "qa", "parity")
+TASKS = ("gsm8k", "qa", "parity", "longctx", "gpqa-diamond", "tau2")
 
 
 def shared_gsm8k() -> Path:
@@ -32,6 +33,13 @@ def get_task(name: str, *, data: Path | str | None = None) -> Task:
     if name == "parity":
         from tools.evals.parity import Parity
         return Parity()
+    from tools.evals import generated
+    if name == "longctx":
+        return generated.LongContext()
+    if name == "gpqa-diamond":
+        return generated.GPQADiamond()
+    if name == "tau2":
+        return generated.Tau2()
     raise unknown("eval task", name, TASKS)
 
 
@@ -45,12 +53,26 @@ class Suite:
         return asyncio.run(go())
 
 
+def long_context_tokens(cfg=None, card=None, max_tokens: int = 16) -> int:
+    """The long-context task's document length: the workload's input length (what the server is
+    tuned for), capped inside the model's context window with room for the question and answer
+    (documents are sized at ~4 characters per token, so keep a fifth in reserve)."""
+    want = int(getattr(getattr(getattr(cfg, "measure", None), "workload", None), "input_len", 0) or 20000)
+    window = int(getattr(card, "max_position_embeddings", 0) or 0)
+    if window:
+        want = min(want, int((window - max_tokens - 64) * 0.8))
+    return max(want, 64)
+
+
 def suite_for(cfg=None, card=None, hw=None) -> Suite:
-    """GSM8K when its data file is present here, and the factual QA task."""
+    """The loop's default gate, the same on every ground: GSM8K (when its data file is present),
+    long context at the workload's input length, GPQA-Diamond- and tau2-shaped tasks, factual QA."""
+    from tools.evals import generated
     tasks: list[Task] = []
     if shared_gsm8k().is_file():
         tasks.append(get_task("gsm8k"))
-    tasks.append(get_task("qa"))
+    tasks.append(generated.LongContext(context_tokens=long_context_tokens(cfg, card)))
+    tasks += [generated.GPQADiamond(), generated.Tau2(), get_task("qa")]
     return Suite(tasks)
 
 
