@@ -51,10 +51,14 @@ class Measure(BaseModel):
     """How one candidate is measured (the bench and eval sizes)."""
     workload: Workload = THROUGHPUT
     single_stream: Workload = SINGLE_STREAM
+    # Requests per rate: rate x duration_s, at least requests_per_point. A knee needs steady state:
+    # a short burst drains before its queue builds, so TTFT looks fine far past what the server sustains.
+    duration_s: float = Field(120.0, gt=0)
     requests_per_point: int = Field(48, ge=4)
     start_rps: float = Field(0.25, gt=0)
-    max_points: int = Field(10, ge=2)
-    bisect_steps: int = Field(3, ge=0)
+    growth: float = Field(2.0, gt=1)  # rate multiplier while the SLO holds
+    max_points: int = Field(12, ge=2)
+    bisect_steps: int = Field(4, ge=0)
     single_stream_requests: int = Field(3, ge=1)
     eval_items: int = Field(200, ge=10)  # per task; a paired test needs both sides on the same items
 

@@ -7,11 +7,12 @@ the same code `agent bench` runs, so both grounds and both commands measure alik
 from __future__ import annotations
 
 import asyncio
-from functools import lru_cache
+import math
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Protocol
 
-from agent.config import RunConfig
+from agent.config import Measure, RunConfig
 from tools.bench.metrics import knee
 from tools.bench.sweep import knee_search, run_point
 
@@ -38,12 +39,17 @@ def prompt_fn(server, cfg: RunConfig):
     return _maker(cfg.target.model_path).prompts
 
 
+def requests_at(m: Measure, rate: float) -> int:
+    """Enough requests for `rate` to reach steady state over the measured duration."""
+    return max(m.requests_per_point, math.ceil(rate * m.duration_s))
+
+
 def bench(server, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
     """One measurement of the running server, as the plain JSON decide.py reads."""
     m, slo, client = cfg.measure, cfg.slo.ttft_p95_s, server.client
     fill = prompt_fn(server, cfg)
-    points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=m.requests_per_point,
-                                     start_rps=m.start_rps, growth=2.0, refine=m.bisect_steps,
+    points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=partial(requests_at, m),
+                                     start_rps=m.start_rps, growth=m.growth, refine=m.bisect_steps,
                                      max_points=m.max_points, seed=seed, prompt_fn=fill))
     k = knee(points, slo)
     single, _ = asyncio.run(run_point(client, m.single_stream, n=m.single_stream_requests, concurrency=1,

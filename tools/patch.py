@@ -137,7 +137,10 @@ def sync(tree: Path, wanted: list[tuple[str, str, str]]) -> None:
     """Make the agent patches in effect exactly `wanted` = [(id, diff, title)]: revert the others
     (newest first), then apply what is missing, in order."""
     want_ids = [w[0] for w in wanted]
-    for pid in reversed(list(applied(tree))):
+    now = applied(tree)
+    if list(now) == want_ids:  # the common case (every launch syncs): nothing to do, no more git calls
+        return
+    for pid in reversed(list(now)):
         if pid not in want_ids:
             revert(tree, pid)
     for pid, diff, title in wanted:

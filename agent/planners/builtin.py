@@ -121,22 +121,27 @@ class BuiltinPlanner:
             return
         tf = getattr(ctx.hw, "tflops", {}) or {}
         here = PRECISIONS[inc.weights].bytes_per_weight
+        start = PRECISIONS[ctx.trials[0]["candidate"]["weights"]].bytes_per_weight
         for p in sorted(PRECISIONS.values(), key=lambda p: p.bytes_per_weight):
-            if p.bytes_per_weight >= here or p.compute not in tf:
+            if p.bytes_per_weight >= start or p.bytes_per_weight > here or p.compute not in tf:
                 continue
-            yield _p("precision", f"{p.name} weights on {inc.framework}",
-                     inc.model_copy(update={"weights": p.name}),
-                     f"{ctx.hw.name} runs {p.compute} natively; fewer weight bytes per token")
-            # The framework may not support it: try the other frameworks that served this model
-            # and were not turned down for accuracy.
-            failed = [t for t in ctx.trials if t["phase"] == "precision" and t["verdict"] == "failed"
-                      and t["candidate"]["weights"] == p.name]
-            if failed:
-                for fw, best in _viable_frameworks(ctx).items():
-                    if fw != inc.framework:
-                        yield _p("precision", f"{p.name} weights on {fw} ({inc.framework} could not load them)",
-                                 best.model_copy(update={"weights": p.name}),
-                                 f"{inc.framework} failed with {p.name}; {fw} served this model before")
+            if p.bytes_per_weight < here:
+                yield _p("precision", f"{p.name} weights on {inc.framework}",
+                         inc.model_copy(update={"weights": p.name}),
+                         f"{ctx.hw.name} runs {p.compute} natively; fewer weight bytes per token")
+            # Quantized kernels and checkpoint loaders differ per framework, so the full-precision
+            # ranking says little about this one (and the incumbent's framework may not load it at
+            # all): try it on every other framework that served this model and was not turned down
+            # for accuracy.
+            failed = any(t["phase"] == "precision" and t["verdict"] == "failed" and t["candidate"]["weights"] == p.name
+                         and t["candidate"]["framework"] == inc.framework for t in ctx.trials)
+            for fw, best in _viable_frameworks(ctx).items():
+                if fw != inc.framework:
+                    yield _p("precision", f"{p.name} weights on {fw}" + (f" ({inc.framework} could not load them)"
+                                                                          if failed else ""),
+                             best.model_copy(update={"weights": p.name}),
+                             f"{fw} served this model at {best.weights}; its {p.name} path may rank differently")
+
 
     def _speculative(self, ctx: PlanContext) -> Iterator[Proposal]:
         inc = ctx.incumbent_candidate()
