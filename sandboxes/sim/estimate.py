@@ -1,13 +1,13 @@
-"""Find the knee of any Client: rates rising until the TTFT SLO or success breaks, then bisection
-between the last good and the first bad rate; plus single stream. Built on tools.bench.sweep's
-`run_point` / `sweep`, so it never knows which ground it runs on (`agent estimate` runs it on the
+"""The estimate of one configuration over any Client: tools.bench.sweep's knee search (rates rising
+by 1.5x until the TTFT SLO or success breaks, then bisection), fixed rates or a fixed concurrency,
+plus single stream. It never knows which ground it runs on (`agent estimate` runs it on the
 simulator; the same function works against a real server's client)."""
 from __future__ import annotations
 
 import math
 
-from tools.bench.metrics import BenchResult, SweepPoint, knee, meets_slo
-from tools.bench.sweep import run_point, sweep
+from tools.bench.metrics import BenchResult, knee
+from tools.bench.sweep import knee_search, run_point, sweep
 from tools.bench.workload import Workload
 from tools.protocols import Client
 
@@ -16,44 +16,6 @@ SINGLE_STREAM = Workload(input_len=10000, output_len=1500, prefix_hit=0.0)  # th
 
 def requests_for(rate: float, duration_s: float, minimum: int = 30) -> int:
     return max(minimum, math.ceil(rate * duration_s))
-
-
-async def knee_search(client: Client, w: Workload, *, ttft_slo_s: float = 5.0, start_rps: float = 0.5,
-                      growth: float = 1.5, refine: int = 4, duration_s: float = 120.0, seed: int = 0,
-                      max_points: int = 20, on_point=None) -> list[SweepPoint]:
-    """Points at rising rates until one breaks the SLO (or loses requests), then `refine`
-    bisection steps between the last good and the first bad rate. Sorted by offered rate."""
-    points: list[SweepPoint] = []
-
-    async def at(rate: float) -> SweepPoint:
-        p, recs = await run_point(client, w, n=requests_for(rate, duration_s), rate=rate,
-                                  seed=seed + len(points), ttft_slo_s=ttft_slo_s)
-        points.append(p)
-        if on_point:
-            on_point({"rate": rate}, p, recs)
-        return p
-
-    good, bad, rate = None, None, start_rps
-    while len(points) < max_points:
-        if meets_slo(await at(rate), ttft_slo_s):
-            good, rate = rate, rate * growth
-        else:
-            bad = rate
-            break
-    if good is None and bad is not None:  # even the first rate breaks: walk down
-        while len(points) < max_points and bad > 0.02:
-            rate = bad / 2
-            if meets_slo(await at(rate), ttft_slo_s):
-                good = rate
-                break
-            bad = rate
-    for _ in range(refine if good is not None and bad is not None else 0):
-        mid = (good + bad) / 2
-        if meets_slo(await at(mid), ttft_slo_s):
-            good = mid
-        else:
-            bad = mid
-    return sorted(points, key=lambda p: p.offered_rps or 0.0)
 
 
 async def estimate(client: Client, w: Workload, *, ttft_slo_s: float = 5.0, rates: list[float] | None = None,
@@ -68,8 +30,8 @@ async def estimate(client: Client, w: Workload, *, ttft_slo_s: float = 5.0, rate
                           seed=seed, on_point=on_point)
         points = res.sweep
     else:
-        points = await knee_search(client, w, ttft_slo_s=ttft_slo_s, duration_s=duration_s, seed=seed,
-                                   on_point=on_point)
+        points = await knee_search(client, w, ttft_slo_s=ttft_slo_s, n=lambda r: requests_for(r, duration_s),
+                                   start_rps=0.5, growth=1.5, refine=4, seed=seed, on_point=on_point)
     single = None
     if single_stream:
         p, _ = await run_point(client, SINGLE_STREAM, n=3, concurrency=1, seed=seed + 20_000)
