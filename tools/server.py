@@ -73,6 +73,9 @@ class ProcessHandle:
                                      stdin=subprocess.DEVNULL, env=full_env, cwd=cwd,
                                      start_new_session=True)
         self.pgid = self.proc.pid  # session leader: its pid is the group id
+        # Beside the log: if this agent is killed -9, `agent resume` reaps `*.pgid` under the run dir.
+        self.pgid_path = log_path.with_name(log_path.name + ".pgid")
+        self.pgid_path.write_text(str(self.pgid))
         _live.add(self)
 
     def poll(self) -> int | None:
@@ -96,6 +99,8 @@ class ProcessHandle:
                 break
         if self.proc.poll() is None:
             self.proc.wait()
+        if not _group_alive(self.pgid):
+            self.pgid_path.unlink(missing_ok=True)
         _live.discard(self)
         if not self._log.closed:
             self._log.close()

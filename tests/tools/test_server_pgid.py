@@ -1,0 +1,57 @@
+"""A launched server leaves `<log>.pgid` while it runs and removes it on stop, so a run killed
+with -9 can be cleaned up by `agent resume` (agent.nodes.reap_stale_servers) and a clean one
+leaves nothing behind."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from agent.nodes import reap_stale_servers
+from tools.server import ProcessHandle
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_pgid_file_lives_as_long_as_the_group(tmp_path):
+    h = ProcessHandle([sys.executable, "-c", "import time; time.sleep(60)"], log_path=tmp_path / "server-1.log")
+    f = tmp_path / "server-1.log.pgid"
+    assert f.read_text() == str(h.pgid) and _alive(h.pgid)
+    h.stop(grace_s=2)
+    assert not f.exists() and not _alive(h.pgid)
+
+
+def test_a_killed_agent_leaves_a_pgid_that_resume_reaps(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from tools.server import ProcessHandle
+        h = ProcessHandle([sys.executable, "-c", "import time; time.sleep(600)"],
+                          log_path=Path({str(tmp_path)!r}) / "t1" / "server-9.log")
+        print(h.pgid, flush=True)
+        time.sleep(600)
+    """)
+    agent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True, cwd=os.getcwd())
+    try:
+        pgid = int(agent.stdout.readline())
+        os.kill(agent.pid, signal.SIGKILL)  # no atexit, no cleanup: the server group survives
+        agent.wait()
+        assert _alive(pgid) and (tmp_path / "t1" / "server-9.log.pgid").exists()
+        assert reap_stale_servers(tmp_path) == [pgid]
+        deadline = time.monotonic() + 5  # SIGKILL is delivered asynchronously; the orphan is reaped by init
+        while _alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pgid) and not list(tmp_path.rglob("*.pgid"))
+    finally:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
