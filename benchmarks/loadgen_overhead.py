@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--ttft-s", type=float, default=0.05, help="the mock's fixed delay before the first token")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--light-prompts", type=int, default=100, help="requests of the concurrency-1 run")
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "loadgen_overhead.json")
@@ -103,7 +104,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-"))
     mock = lambda port: pin(a.server_core) + [sys.executable, "-m", "tools.bench.mock_server", "--port", str(port),
                                               "--model", MODEL, "--ttft-s", str(a.ttft_s)]
-    res: dict = {"ours": [], "vllm": []}
+    res: dict = {"ours": [], "vllm": [], "ours_light": [], "vllm_light": []}
+    # Light load (one request at a time): the TTFT the client adds when it is not saturated.
+    light = argparse.Namespace(**{**vars(a), "concurrency": 1, "num_prompts": a.light_prompts})
     with launch_process(mock, run_dir=tmp, model=MODEL, ready_line="Application startup complete.",
                         timeout_s=60, cwd=REPO) as server:
         for i in range(a.repeats):  # interleaved so machine drift hits both alike
@@ -111,22 +114,25 @@ def main() -> None:
             for name, fn in order:
                 if name == "vllm" and not a.vllm_python:
                     continue
-                r = fn(server.url, a, tmp, i)
-                res[name].append(r)
-                print(f"[{i}] {name:5s} {r['rps']:8.1f} req/s {r['tok_s']:9.0f} tok/s "
-                      f"ttft mean {r['ttft_mean_s'] * 1000:6.1f} ms success {r['success']:.0%}", file=sys.stderr)
+                for tag, args in (("", a), ("_light", light)):
+                    r = fn(server.url, args, tmp, i)
+                    res[name + tag].append(r)
+                    print(f"[{i}] {name + tag:11s} {r['rps']:8.1f} req/s {r['tok_s']:9.0f} tok/s "
+                          f"ttft mean {r['ttft_mean_s'] * 1000:6.1f} ms success {r['success']:.0%}", file=sys.stderr)
     result = {
         "what": "load generator overhead against a mock OpenAI server streaming as fast as it can",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "machine": {"cpus": os.cpu_count(), "loadavg_1m_at_end": os.getloadavg()[0], "platform": platform.platform(), "python": platform.python_version(),
                     "client_core": a.client_core, "server_core": a.server_core},
         "workload": {k: getattr(a, k) for k in ("concurrency", "num_prompts", "input_len", "output_len", "ttft_s",
-                                                 "repeats")},
+                                                 "repeats", "light_prompts")},
         "ours": summary(res["ours"], a.ttft_s), "ours_runs": res["ours"],
+        "ours_light": summary(res["ours_light"], a.ttft_s),
     }
     if res["vllm"]:
         result["vllm"] = summary(res["vllm"], a.ttft_s)
         result["vllm_runs"] = res["vllm"]
+        result["vllm_light"] = summary(res["vllm_light"], a.ttft_s)
         result["ours_over_vllm_rps"] = result["ours"]["rps"] / result["vllm"]["rps"]
         result["ours_over_vllm_tok_s"] = result["ours"]["tok_s"] / result["vllm"]["tok_s"]
         result["ours_sustains_at_least_vllm_rate"] = result["ours_over_vllm_rps"] >= 1.0
