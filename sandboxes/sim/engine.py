@@ -126,14 +126,15 @@ class Engine:
     # ---- one scheduler action of one replica -------------------------------------------
     def _admit(self, r: _Replica) -> None:
         cfg = self.cfg
-        reserve = sum(q.spec.output_tokens - q.generated for q in r.running) * 0.5
+        ratio = 0.5 * cfg.conservativeness  # sglang's new-token ratio: a guess of what running requests still need
+        reserve = sum(q.spec.output_tokens - q.generated for q in r.running) * ratio
         while r.waiting and len(r.running) + len(r.prefilling) < cfg.max_running:
             q = r.waiting[0]
             hit = 0
             if cfg.prefix_cache and q.spec.prefix_tokens:
                 hit = min(q.spec.prefix_tokens, r.cached.get(q.spec.prefix_group, 0))
             need = q.spec.input_tokens - hit + q.generated
-            if r.used + reserve + need + q.spec.output_tokens * 0.5 > r.capacity - self._prefix_kv(r):
+            if r.used + reserve + need + q.spec.output_tokens * ratio > r.capacity - self._prefix_kv(r):
                 if not (r.running or r.prefilling) and need + q.spec.output_tokens <= r.capacity:
                     pass  # an idle engine always takes one request that fits
                 else:
@@ -141,7 +142,7 @@ class Engine:
             r.waiting.pop(0)
             q.todo, q.ctx, q.own_kv, q.admitted = int(need), float(hit), 0.0, True
             r.prefilling.append(q)
-            reserve += q.spec.output_tokens * 0.5
+            reserve += q.spec.output_tokens * ratio
 
     def _prefix_kv(self, r: _Replica) -> float:
         return float(sum(r.cached.values()))
@@ -214,10 +215,11 @@ class Engine:
         ctx = _mean_ctx(run) + a * n / 2
         t_s = step_time(self.m, self.hw, self.cfg, self.eff, n_decode=len(run), decode_ctx=ctx).seconds
         t_s *= self._jitter()
-        if r.pending:  # stop at the step where the next request reaches the scheduler
-            n = max(1, min(n, math.ceil((r.pending[0][0] - r.clock) / t_s)))
+        k = max(1, self.cfg.decode_steps)  # the scheduler looks at its queue once per round of k steps
+        if r.pending:  # stop at the round where the next request reaches the scheduler
+            n = max(1, min(n, k * math.ceil((r.pending[0][0] - r.clock) / (t_s * k))))
         if r.waiting and len(run) < self.cfg.max_running:
-            n = 1  # a request is waiting for memory: re-check admission after every step
+            n = min(n, k)  # a request is waiting for memory: re-check admission after every round
         start = r.clock
         r.clock += n * t_s
         self.stats["steps"] += n

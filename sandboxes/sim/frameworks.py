@@ -67,6 +67,12 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cfg.chunk = chunk if chunk > 0 else 1 << 20
         cfg.mem_fraction = float(g("--mem-fraction-static") or 0.85)
         cfg.prefix_cache = not g("--disable-radix-cache")
+        cfg.chunk = min(cfg.chunk, int(g("--max-prefill-tokens") or 16384)) if chunk > 0 else int(g("--max-prefill-tokens") or 16384)
+        cfg.graph_max_bs = int(g("--cuda-graph-max-bs") or (cfg.max_running if cfg.spec else 256))
+        # spec decoding (v1) turns the overlap scheduler off, as sglang logs
+        cfg.overlap = not g("--disable-overlap-schedule") and not cfg.spec
+        cfg.decode_steps = int(g("--num-continuous-decode-steps") or 1)
+        cfg.conservativeness = float(g("--schedule-conservativeness") or 1.0)
     elif framework == "vllm":
         cfg.tp, cfg.dp = int(g("--tensor-parallel-size", 1)), int(g("--data-parallel-size", 1))
         cfg.ep = bool(g("--enable-expert-parallel"))
@@ -86,6 +92,8 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cc = g("--compilation-config")
         cfg.graphs = not g("--enforce-eager") and not (isinstance(cc, dict) and cc.get("cudagraph_mode") == "NONE")
         cfg.ar_fusion = False
+        cfg.overlap = bool(g("--async-scheduling"))
+        cfg.graph_max_bs = 512
     elif framework == "atom":
         cfg.tp, cfg.dp = int(g("--tensor-parallel-size", 1)), int(g("--data-parallel-size", 1))
         cfg.ep = bool(g("--enable-expert-parallel"))

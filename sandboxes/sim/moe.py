@@ -24,6 +24,9 @@ class MoeState:
 def backend(framework: str, c: Candidate, hw: HardwareProfile) -> str:
     if framework == "atom":
         return "aiter"
+    chosen = c.flags.get("--moe-runner-backend")
+    if framework == "sglang" and chosen in ("triton", "aiter"):
+        return "aiter" if chosen == "aiter" and hw.is_rocm else "triton"
     if hw.is_rocm and framework == "sglang" and c.env.get("SGLANG_USE_AITER", "1") != "0":
         return "aiter"  # the ROCm sglang images run with SGLANG_USE_AITER=1
     if hw.is_rocm and framework == "vllm" and c.env.get("VLLM_ROCM_USE_AITER") == "1" \

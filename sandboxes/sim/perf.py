@@ -85,6 +85,10 @@ class SimConfig:
     max_running: int = 256
     mem_fraction: float = 0.88
     prefix_cache: bool = True
+    graph_max_bs: int = 512  # decode batches above this run eagerly (no captured graph)
+    overlap: bool = False  # host work of step i+1 overlaps the GPU work of step i
+    decode_steps: int = 1  # decode steps per scheduling round (new requests wait for a round)
+    conservativeness: float = 1.0  # KV reserved for running requests' future tokens, relative
     moe_tuned: bool = False
     notes: dict = field(default_factory=dict)
 
@@ -207,7 +211,8 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     parts["attn"] = (max(n_decode * b_d / kv_split / bw, n_decode * f_d / tp / attn_peak)
                      + max(b_p / kv_split / bw, f_p / tp / attn_peak))
     # Launch gaps: graphs only capture decode batches; prefill always runs eagerly.
-    layer_us = eff.layer_us if (cfg.graphs and not prefill_tokens) else eff.eager_layer_us
+    graphed = cfg.graphs and not prefill_tokens and n_decode <= cfg.graph_max_bs
+    layer_us = eff.layer_us if graphed else eff.eager_layer_us
     parts["launch"] = m.num_hidden_layers * layer_us * 1e-6
     # Two all-reduces per layer (after attention and after the MLP), ring over the TP group.
     if tp > 1:
@@ -220,7 +225,10 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     # Speculative drafting: spec_steps forwards of the one-layer MTP module (or draft head).
     if cfg.spec and n_decode and cfg.spec_steps:
         parts["draft"] = cfg.spec_steps * _draft_step(m, hw, cfg, eff, n_decode, decode_ctx, bw, peak)
-    parts["sched"] = eff.step_ms * 1e-3 + (n_decode + n_prefill_seqs) * eff.req_us * 1e-6
+    host = eff.step_ms * 1e-3 + (n_decode + n_prefill_seqs) * eff.req_us * 1e-6
+    # The overlap scheduler hides most host work behind the previous step's kernels; several
+    # decode steps per round pay the scheduling part once.
+    parts["sched"] = host * (0.35 if cfg.overlap else 1.0) / (max(cfg.decode_steps, 1) if not prefill_tokens else 1)
     return StepCost(sum(parts.values()), parts)
 
 
@@ -245,7 +253,8 @@ def kv_capacity_tokens(m: ModelCard, hw: HardwareProfile, cfg: SimConfig) -> flo
     weights (and draft weights), less an activation reserve, over KV bytes per token per GPU."""
     usable = hw.hbm_gb * 1e9 * cfg.mem_fraction
     draft = m.mtp_params() * 2 / cfg.tp if cfg.spec in ("mtp", "eagle", "eagle3") else 0.0
-    reserve = 4e9 + cfg.chunk * m.hidden_size * 2 * 8  # workspace, cuda graphs, chunk activations
+    # workspace, captured graphs (~4 MB per batch size), chunk activations
+    reserve = 4e9 + (cfg.graph_max_bs * 4e6 if cfg.graphs else 0) + min(cfg.chunk, 65536) * m.hidden_size * 2 * 8
     free = usable - weight_bytes_per_gpu(m, cfg) - draft - reserve
     return free / kv_bytes_per_token_per_gpu(m, cfg)
 

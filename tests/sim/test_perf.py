@@ -63,3 +63,28 @@ def test_kv_capacity_follows_memory():
     assert kv_capacity_tokens(M, HW, cfg(tp=8)) > kv_capacity_tokens(M, HW, cfg(tp=4)) > 0
     assert kv_capacity_tokens(M, HW, cfg(tp=1)) < 0  # 418 GB of weights on one 288 GB GPU
     assert kv_capacity_tokens(M, HW, cfg(mem_fraction=0.95)) > kv_capacity_tokens(M, HW, cfg(mem_fraction=0.8))
+
+
+def test_scheduler_levers():
+    base = t(cfg(), n_decode=64).seconds
+    assert t(cfg(graph_max_bs=32), n_decode=64).seconds > base  # batch above the captured graphs: eager
+    assert t(cfg(overlap=True), n_decode=64).seconds < base
+    assert t(cfg(decode_steps=4), n_decode=64).seconds < base
+    assert kv_capacity_tokens(M, HW, cfg(graph_max_bs=1024)) < kv_capacity_tokens(M, HW, cfg(graph_max_bs=64))
+
+
+def test_framework_flags_map_to_the_model(tmp_path):
+    from sandboxes.sim import SimSandbox
+    from tools.candidate import Candidate, Parallel
+    sim = SimSandbox("glm-5.2", "mi355x")
+    c = Candidate(framework="sglang", weights="mxfp4", parallel=Parallel(tp=8),
+                  flags={"--speculative-algorithm": "NEXTN", "--speculative-num-steps": 3,
+                         "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": 7})
+    sim.check_source = False
+    s = sim.launch(c, tmp_path)
+    cfgd = s.client.cfg
+    assert (cfgd.spec, cfgd.spec_steps, cfgd.spec_draft_tokens, cfgd.max_running, cfgd.overlap) == ("mtp", 3, 3, 48, False)
+    assert "Max running requests is reset to 48" in s.log_text() and "adjusted" in s.log_text()
+    s = sim.launch(c.model_copy(update={"flags": {"--moe-runner-backend": "triton", "--max-running-requests": 128}}), tmp_path)
+    assert s.client.cfg.max_running == 128 and s.client.cfg.overlap
+    assert "Using default MoE kernel config" in s.log_text()  # triton JSON path instead of aiter
