@@ -1,22 +1,25 @@
 #!/bin/bash
 # Run on the device machine (the `run` tool), from the repository root, with .whl and .tok carried.
 #   bash gpu/device.sh probe          # call 1: machine, CLI help, ceilings, model, offline variants, loop smoke
-#   bash gpu/device.sh loop [ARGS]    # call 2: the loop (gpu/loop.py ARGS), results tarred into $OUT
+#   bash gpu/device.sh loop NAME ARCH BUDGET_S TIMEOUT_S [ARGS]   # call 2: one loop (gpu/loop.py ARGS) on a fresh
+#                                     test model of ARCH; log, model info and the run dir (tarred) into $OUT
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || { echo "wheel install failed"; exit 3; }
+[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; } || { echo "wheel install failed"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 what=${1:-probe}; shift || true
 case "$what" in
   probe)
     python3 -m gpu.probe --out "$OUT" --tokenizer .tok "$@" 2>&1 | tee "$OUT/probe.log" ;;
-  loop)
+  loop)  # device.sh loop NAME ARCH TIME_BUDGET_S TIMEOUT_S [gpu.loop args]
+    name=$1 arch=$2 budget=$3 limit=$4; shift 4
     t0=$(date +%s)
-    python3 -m gpu.make_model --out /tmp/glm52-mini --tokenizer .tok --size gpu --seed 0 2>&1 | tail -1 | tee "$OUT/model.json"
-    timeout "${LOOP_TIMEOUT:-480}" python3 -m gpu.loop --model-dir /tmp/glm52-mini --run-dir /tmp/run "$@" 2>&1 | tee "$OUT/loop.log"
-    echo "loop exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/loop.log"
-    tar czf "$OUT/run.tar.gz" --exclude='*.safetensors' -C /tmp run
-    cp /tmp/run/report.md /tmp/run/ledger.json "$OUT/" 2>/dev/null ;;
+    python3 -m gpu.make_model --out /tmp/model-$arch --tokenizer .tok --size gpu --arch $arch --seed 0 2>&1 \
+      | tail -1 > "$OUT/$name-model.json"
+    timeout "$limit" python3 -m gpu.loop --model-dir /tmp/model-$arch --run-dir /tmp/$name --time-budget "$budget" "$@" \
+      2>&1 | tee "$OUT/$name.log"
+    echo "loop $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/$name.log"
+    tar czf "$OUT/$name.tar.gz" --exclude='*.safetensors' -C /tmp $name ;;
   *) echo "usage: device.sh probe|loop [args]"; exit 2 ;;
 esac

@@ -105,7 +105,8 @@ def run(a) -> dict:
         return holder["sb"]
 
     def suite(cfg, card, hw, sb):
-        return ParitySuite(run_dir, items=a.parity_items, tokens=a.parity_tokens, concurrency=a.parity_concurrency)
+        return ParitySuite(run_dir, items=a.parity_items, cuts=a.parity_cuts, tokens=a.parity_tokens,
+                           concurrency=a.parity_concurrency)
 
     t0 = time.time()
     out = cmd_optimize.start(cfg, run_dir, sandbox_factory=sandbox, suite_factory=suite, planner=GpuPlanner(),
@@ -139,10 +140,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--slo", type=float, default=1.5, help="TTFT p95 SLO (s) that defines the knee")
     ap.add_argument("--noise-floor", type=float, default=0.05)
     ap.add_argument("--margin-points", type=float, default=2.0, help="parity non-inferiority margin (points)")
-    ap.add_argument("--parity-items", type=int, default=16)
-    ap.add_argument("--parity-tokens", type=int, default=24)
+    ap.add_argument("--parity-items", type=int, default=12, help="prompts (the paired gate's items)")
+    ap.add_argument("--parity-cuts", type=int, default=8, help="contexts per prompt where the next tokens are compared")
+    ap.add_argument("--parity-tokens", type=int, default=1, help="greedy tokens compared per context")
     ap.add_argument("--parity-concurrency", type=int, default=1)
-    ap.add_argument("--warmup-requests", type=int, default=8)
+    ap.add_argument("--warmup-requests", type=int, default=4)
     ap.add_argument("--ready-timeout", type=float, default=240.0)
     ap.add_argument("--server-python", default=sys.executable, help="interpreter that runs transformers serve")
     ap.add_argument("--server-pythonpath", default=None, help="PYTHONPATH for the server (default: inherited)")

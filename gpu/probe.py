@@ -200,7 +200,7 @@ def smoke(out: Path, budget: int, arch: str) -> None:
     cmd = [sys.executable, "-m", "gpu.loop", "--model-dir", str(MODELS[arch]), "--run-dir", str(run), "--trials", "2",
            "--time-budget", str(budget), "--requests", "8", "--duration", "4", "--start-rps", "2", "--max-points", "4",
            "--bisect", "0",
-           "--input-len", "256", "--output-len", "64", "--parity-items", "12", "--parity-tokens", "16"]
+           "--input-len", "256", "--output-len", "64", "--parity-items", "12"]
     try:
         subprocess.run(cmd, timeout=budget + 60, env=os.environ)
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpu.make_model import SIZES, config_dict, vocab_size_of
-from gpu.parity import ParitySuite, prompts, score
+from gpu.parity import ParitySuite, contexts, per_item, prompts, score
 from gpu.sandbox import overlay_model
 
 
@@ -58,19 +58,28 @@ class EchoClient:
         return list(self.outputs[:len(prompts)])
 
 
+def test_contexts_cut_each_prompt_at_growing_word_counts():
+    q = contexts(2, 4, words=16)
+    assert [i for i, _ in q] == [0, 0, 0, 0, 1, 1, 1, 1]
+    lens = [len(c.split(" ")) for _, c in q[:4]]
+    assert lens == sorted(lens) and lens[-1] == 16
+    assert prompts(1, words=16)[0].startswith(q[0][1])
+    assert per_item([1, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1], 2) == [2 / 3, 1 / 3]
+
+
 def test_parity_suite_records_the_first_run_as_reference(tmp_path):
-    s = ParitySuite(tmp_path, items=4, tokens=8, concurrency=1)
-    assert s.run(EchoClient(["a", "b", "c", "d"]), limit=200, seed=0) == {"greedy_parity": [1, 1, 1, 1]}
-    assert s.run(EchoClient(["a", "x", "c", "y"]), limit=200, seed=0) == {"greedy_parity": [1, 0, 1, 0]}
-    again = ParitySuite(tmp_path, items=4, tokens=8)  # a resumed run compares with the same reference
-    assert again.run(EchoClient(["a", "b", "c", "d"]), limit=3, seed=0) == {"greedy_parity": [1, 1, 1]}
+    s = ParitySuite(tmp_path, items=2, cuts=2, tokens=1, concurrency=1)
+    assert s.run(EchoClient(["a", "b", "c", "d"]), limit=200, seed=0) == {"greedy_parity": [1.0, 1.0]}
+    assert s.run(EchoClient(["a", "x", "y", "z"]), limit=200, seed=0) == {"greedy_parity": [0.5, 0.0]}
+    again = ParitySuite(tmp_path, items=2, cuts=2)  # a resumed run compares with the same reference
+    assert again.run(EchoClient(["a", "b", "c", "d"]), limit=1, seed=0) == {"greedy_parity": [1.0]}
     assert len((tmp_path / "parity_runs.jsonl").read_text().splitlines()) == 3
 
 
 def test_reference_with_failed_requests_is_refused(tmp_path):
     c = EchoClient(["a", ""])
     c.errors = {1: "HTTP 500"}
-    s = ParitySuite(tmp_path, items=2)
+    s = ParitySuite(tmp_path, items=1, cuts=2)
 
     async def complete(prompts, **kw):
         return ["a", ""]
