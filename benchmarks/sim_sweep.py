@@ -47,7 +47,7 @@ def main() -> dict:
         wall, n, res = one_sweep(client, DURATION, seed=7)
         scaling = []
         for dur in (DURATION, 2 * DURATION, 4 * DURATION):
-            w = min(one_sweep(client, dur, seed=s)[0] for s in range(2))
+            w = min(one_sweep(client, dur, seed=s)[0] for s in range(3))
             scaling.append({"duration_s": dur, "requests": sum(max(30, math.ceil(r * dur)) for r in RATES),
                             "wall_s": round(w, 4)})
     per_req = [s["wall_s"] / s["requests"] for s in scaling]
