@@ -60,8 +60,10 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
 
     card, prof = get_model(model), get_hardware(hw)
     cand = candidate_from_cli(framework, weights, tail)
-    if cand.parallel.gpus > prof.gpus_per_node:
-        raise BadInput(f"tp x dp = {cand.parallel.gpus} GPUs, but a {hw} node has {prof.gpus_per_node}")
+    # with DP attention, dp splits attention inside the tp GPUs instead of adding replicas
+    gpus = cand.parallel.tp if cand.flags.get("--enable-dp-attention") else cand.parallel.gpus
+    if gpus > prof.gpus_per_node:
+        raise BadInput(f"tp x dp = {gpus} GPUs, but a {hw} node has {prof.gpus_per_node}")
     if not (0.0 <= prefix_hit <= 1.0) or input_len < 1 or output_len < 1:
         raise BadInput("--input-len and --output-len must be >= 1 and --prefix-hit within [0, 1]")
     notes: list[str] = []

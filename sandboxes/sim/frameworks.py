@@ -73,6 +73,7 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cfg.overlap = not g("--disable-overlap-schedule") and not cfg.spec
         cfg.decode_steps = int(g("--num-continuous-decode-steps") or 1)
         cfg.conservativeness = float(g("--schedule-conservativeness") or 1.0)
+        _dp_attention(cfg, bool(g("--enable-dp-attention")), notes)
     elif framework == "vllm":
         cfg.tp, cfg.dp = int(g("--tensor-parallel-size", 1)), int(g("--data-parallel-size", 1))
         cfg.ep = bool(g("--enable-expert-parallel"))
@@ -107,7 +108,21 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cfg.mem_fraction = float(g("--gpu-memory-utilization") or 0.9)
         cfg.graphs = not g("--enforce-eager")
         cfg.ar_fusion = hw.is_rocm  # ATOM fuses allreduce+RMSNorm through aiter by default
+        _dp_attention(cfg, bool(g("--enable-dp-attention")), notes)
     return Parsed(cfg, notes)
+
+
+def _dp_attention(cfg: SimConfig, on: bool, notes: list[str]) -> None:
+    """With DP attention, --dp-size splits attention over the tp GPUs of ONE engine (not dp
+    replicas): weights and MoE span all tp GPUs, each attention rank keeps its own requests' KV."""
+    if not on or cfg.dp <= 1:
+        return
+    if cfg.tp % cfg.dp:
+        notes.append(f"dp attention needs tp_size % dp_size == 0 (tp={cfg.tp}, dp={cfg.dp}); ignored")
+        return
+    cfg.attn_dp, cfg.dp = cfg.dp, 1
+    notes.append(f"DP attention is enabled. The chunked prefill size is adjusted to {cfg.chunk} to avoid MoE kernel "
+                 f"issues. attn_dp_size={cfg.attn_dp}")
 
 
 # ---- sglang: the NextN weight-name mapper and the MTP quant exclusions -----------------------

@@ -89,6 +89,7 @@ class SimConfig:
     overlap: bool = False  # host work of step i+1 overlaps the GPU work of step i
     decode_steps: int = 1  # decode steps per scheduling round (new requests wait for a round)
     conservativeness: float = 1.0  # KV reserved for running requests' future tokens, relative
+    attn_dp: int = 1  # DP attention: attention (and its KV) split over this many ranks of the tp GPUs
     moe_tuned: bool = False
     notes: dict = field(default_factory=dict)
 
@@ -129,8 +130,15 @@ def experts_touched(E: int, k: int, tokens: int) -> float:
     return E * (1 - (1 - k / E) ** tokens)
 
 
+def _attn_replica_bytes(m: ModelCard, cfg: SimConfig) -> float:
+    """Extra attention weight bytes per GPU under DP attention (each rank keeps its own copy)."""
+    if cfg.attn_dp <= 1:
+        return 0.0
+    return m.num_hidden_layers * m.attention_params() * get_precision(cfg.weights).bytes_per_weight * (cfg.attn_dp - 1) / cfg.tp
+
+
 def weight_bytes_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
-    return m.weight_bytes(cfg.weights) / cfg.tp
+    return m.weight_bytes(cfg.weights) / cfg.tp + _attn_replica_bytes(m, cfg)
 
 
 def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
@@ -186,7 +194,7 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     if T == 0:
         return StepCost(0.0, parts)
     # Dense part (attention projections, dense MLPs, shared experts, router) and the LM head.
-    dense_b = m.nonrouted_params() * bpw / tp + m.vocab_size * m.hidden_size * 2 / tp
+    dense_b = m.nonrouted_params() * bpw / tp + m.vocab_size * m.hidden_size * 2 / tp + _attn_replica_bytes(m, cfg)
     dense_f = 2 * T * m.nonrouted_params() / tp + 2 * (n_decode * v + n_prefill_seqs) * m.vocab_size * m.hidden_size / tp
     parts["dense"] = max(dense_b / bw, dense_f / (peak * eff.gemm))
     # Routed experts: weights of every expert some token hits, FLOPs of top-k per token.
@@ -205,7 +213,8 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
         parts["moe"] = t if cfg.moe_tuned else t / eff.moe_default
     # Attention: KV reads of decodes (replicated per rank for MLA), FLOPs split over heads.
     attn_peak = hw.peak_tflops("bf16") * 1e12 * eff.attn
-    kv_split = 1 if m.is_mla else min(tp, m.kv_heads)
+    # Under DP attention each rank reads only its own requests' KV.
+    kv_split = (1 if m.is_mla else min(max(tp // cfg.attn_dp, 1), m.kv_heads)) * cfg.attn_dp
     f_d, b_d = _attn_cost(m, decode_ctx, v, kvb)
     f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb, prefill=True) if prefill_tokens else (0.0, 0.0)
     parts["attn"] = (max(n_decode * b_d / kv_split / bw, n_decode * f_d / tp / attn_peak)
@@ -256,6 +265,11 @@ def kv_capacity_tokens(m: ModelCard, hw: HardwareProfile, cfg: SimConfig) -> flo
     # workspace, captured graphs (~4 MB per batch size), chunk activations
     reserve = 4e9 + (cfg.graph_max_bs * 4e6 if cfg.graphs else 0) + min(cfg.chunk, 65536) * m.hidden_size * 2 * 8
     free = usable - weight_bytes_per_gpu(m, cfg) - draft - reserve
+    if cfg.attn_dp > 1:  # KV is not replicated across attention ranks: the pool is attn_dp times larger
+        per_gpu = m.kv_bytes_per_token(cfg.kv_dtype)
+        if not m.is_mla:
+            per_gpu /= min(max(cfg.tp // cfg.attn_dp, 1), m.kv_heads)
+        return free * cfg.attn_dp / per_gpu
     return free / kv_bytes_per_token_per_gpu(m, cfg)
 
 

@@ -88,3 +88,20 @@ def test_framework_flags_map_to_the_model(tmp_path):
     s = sim.launch(c.model_copy(update={"flags": {"--moe-runner-backend": "triton", "--max-running-requests": 128}}), tmp_path)
     assert s.client.cfg.max_running == 128 and s.client.cfg.overlap
     assert "Using default MoE kernel config" in s.log_text()  # triton JSON path instead of aiter
+
+
+def test_dp_attention_splits_kv_inside_one_engine(tmp_path):
+    from sandboxes.sim import SimSandbox
+    from tools.candidate import Candidate, Parallel
+    sim = SimSandbox("glm-5.2", "b200")
+    c = Candidate(framework="sglang", weights="fp8", parallel=Parallel(tp=8, dp=2),
+                  flags={"--enable-dp-attention": True, "--kv-cache-dtype": "fp8_e4m3"})
+    s = sim.launch(c, tmp_path)  # one engine on 8 GPUs (not 2 x TP8, not 2 TP4 replicas that OOM)
+    d = s.client.cfg
+    assert (d.tp, d.dp, d.attn_dp) == (8, 1, 2)
+    plain = SimConfig(**{**vars(d), "attn_dp": 1})
+    hw = get_hardware("b200")
+    assert kv_capacity_tokens(M, hw, d) > 1.8 * kv_capacity_tokens(M, hw, plain)
+    eff = efficiency("sglang", "nvidia")
+    assert step_time(M, hw, d, eff, n_decode=64, decode_ctx=20000).parts["attn"] < \
+        step_time(M, hw, plain, eff, n_decode=64, decode_ctx=20000).parts["attn"]
