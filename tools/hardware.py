@@ -31,6 +31,9 @@ class HardwareProfile(BaseModel):
     usd_per_gpu_h_neocloud: float
     compute_units: int = 0  # CUs (AMD) / SMs (NVIDIA): aiter's tuned tables are keyed by cu_num
     arch: str = ""
+    # Ceilings measured on a real device (not datasheet peaks): copy_tb_s (device-to-device copy,
+    # bytes read + written), bf16_mm_tflops (8192^3 bf16 matmul, random data), with their source.
+    measured: dict = {}
 
     def peak_tflops(self, dtype: str) -> float:
         """Peak for a compute dtype; a dtype the chip lacks runs in the next wider one
@@ -53,7 +56,10 @@ _PROFILES = {
     # H200 SXM: 141 GB, 4.8 TB/s, 989/1979 TF, NVLink 450 GB/s, 700 W; $1.41 / $1.74 (FACTS.md)
     "h200": dict(vendor="nvidia", device_name="NVIDIA_H200", hbm_gb=141, hbm_tb_s=4.8,
                  tflops={"bf16": 989, "fp8": 1979}, scaleup_gb_s=450, tdp_w=700, usd_per_gpu_h=1.41,
-                 usd_per_gpu_h_neocloud=1.74, compute_units=132, arch="sm_90"),
+                 usd_per_gpu_h_neocloud=1.74, compute_units=132, arch="sm_90",
+                 # measured on the device tool's H200 (torch 2.11, CUDA events, median of repeats after
+                 # warm-up, random data), 2026-11-29
+                 measured={"copy_tb_s": 4.14, "bf16_mm_tflops": 751, "source": "gpu/results/probe/hw.json"}),
     # B200: 180 GB, 8 TB/s, 2250/4500/9000 TF bf16/fp8/fp4, NVLink5 900 GB/s, 1000 W; $1.95 / $2.34 (FACTS.md)
     "b200": dict(vendor="nvidia", device_name="NVIDIA_B200", hbm_gb=180, hbm_tb_s=8.0,
                  tflops={"bf16": 2250, "fp8": 4500, "fp4": 9000}, scaleup_gb_s=900, tdp_w=1000,
