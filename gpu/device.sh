@@ -20,6 +20,8 @@ case "$what" in
     timeout "$limit" python3 -m gpu.loop --model-dir /tmp/model-$arch --run-dir /tmp/$name --time-budget "$budget" "$@" \
       2>&1 | tee "$OUT/$name.log"
     echo "loop $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/$name.log"
+    # a loop stopped by `timeout` leaves its server's process group (own session) behind: end it by id
+    for f in $(find /tmp/$name -name '*.pgid' 2>/dev/null); do kill -9 -- -"$(cat "$f")" 2>/dev/null && echo "killed server group $(cat "$f")"; done
     tar czf "$OUT/$name.tar.gz" --exclude='*.safetensors' -C /tmp $name ;;
   *) echo "usage: device.sh probe|loop [args]"; exit 2 ;;
 esac
