@@ -75,7 +75,10 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
             strict.launch(cand, run_dir)
         except LaunchFailure as e:
             if e.diagnosis is None or e.diagnosis.kind not in ("shape_mismatch", "compile_error", "unsupported_quant"):
-                raise BadInput(f"this configuration does not start: {e}") from None
+                detail = e.diagnosis.evidence[0] if e.diagnosis and e.diagnosis.evidence else ""
+                hint = (" (more tensor parallelism after `--`, e.g. the framework's tp flag = 8, or smaller weights)"
+                        if e.diagnosis and e.diagnosis.kind == "oom" else "")
+                raise BadInput(f"this configuration does not start: {e}" + (f"\n  {detail}" if detail else "") + hint) from None
             notes.append(f"stock {framework} fails to start ({e.diagnosis.kind}: {e.diagnosis.message}); "
                          f"estimated as if that were fixed")
         # ...then predict performance as if the source were fixed.
