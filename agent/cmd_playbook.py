@@ -51,6 +51,22 @@ def precheck(pb: pbm.Playbook, cfg: RunConfig, sandbox) -> None:
                 raise pbm.PlaybookError(f"steps[{i}].patches.diff: {e}") from None
 
 
+def planner_for_run(run_dir: Path):
+    """The replay planner of a replay run (None for any other run): the hook `agent resume`
+    needs so a resumed replay keeps replaying (its playbook is stored in the ledger)."""
+    from agent.planners.replay import ReplayPlanner
+    led = Ledger(run_dir)
+    try:
+        rep = led.meta("replay")
+    finally:
+        led.close()
+    if not rep:
+        return None
+    planner = ReplayPlanner(pbm.parse(rep["playbook"], "replayed playbook"))
+    planner.note = _note(Ledger(run_dir))
+    return planner
+
+
 def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *, sandbox_factory=None,
            suite_factory=None, ask=None, progress=None, fallback=None) -> dict:
     """Replay a playbook as a run of the loop; resumes when run_dir already holds this replay."""
@@ -94,6 +110,10 @@ def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *
                                 led.events())
         out["launched"] = led.launched_count()
         out["playbook"] = str(run_dir / "playbook.yaml")
+        if out.get("waiting"):  # continue a replay with the replay planner, not the built-in one
+            src = playbook if not isinstance(playbook, pbm.Playbook) else run_dir / SOURCE_COPY
+            out["waiting"]["how"][-1] = (f"agent replay {src} --model {cfg.target.model} --hw {cfg.target.hw} "
+                                         f"--run-dir {run_dir}")
     finally:
         led.close()
     return out

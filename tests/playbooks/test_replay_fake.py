@@ -6,6 +6,9 @@ import yaml
 
 from agent import playbook as pbm
 from agent.cmd_optimize import start
+from agent.cmd_playbook import planner_for_run, replay
+from agent.planners.replay import ReplayPlanner
+from tests.agent.fakes import FakeSandbox
 from agent.ledger import Ledger
 from tests.agent.conftest import fake_factory, fake_suite
 from tests.playbooks.conftest import config, config_of, do_replay
@@ -94,3 +97,51 @@ def test_tampered_playbook_is_refused_before_anything_runs(recorded, tmp_path):
     with pytest.raises(pbm.PlaybookError, match=r"steps\[\d+\]\.patches\[1\]\.diff.*'\.\.'"):
         do_replay(bad, "glm-5.2", "mi355x", tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_replay_waiting_for_review_resumes_as_a_replay(recorded, tmp_path):
+    """Non-interactive ask mode stops at the first patch; after a human approves, running the same
+    replay on the same run directory continues it with the replay planner, nothing re-run."""
+    rd = tmp_path / "r"
+    out = do_replay(recorded.playbook, "deepseek-v3", "mi355x", rd, approve="ask")
+    assert out["status"] == "waiting_for_review"
+    assert out["waiting"]["how"][-1].startswith("agent replay ") and str(rd) in out["waiting"]["how"][-1]
+    led = Ledger(rd)
+    before = led.launched_count()
+    pid = out["waiting"]["patch"]
+    assert led.patch(pid)["fix"] == "mtp_prefix_alias" and "model.layers.61.eh_proj" in led.patch(pid)["diff"]
+    led.decide_patch(pid, "approved", by="human:test")
+    for p in range(3):  # the ROCm guard comes next; approve each patch as it is asked for
+        out = do_replay(recorded.playbook, "deepseek-v3", "mi355x", rd, approve="ask")
+        if out["status"] != "waiting_for_review":
+            break
+        led.decide_patch(out["waiting"]["patch"], "approved", by="human:test")
+    assert out["status"] == "done"
+    trials = led.trials()
+    assert all(t["description"].startswith("[playbook s") for t in trials), [t["description"] for t in trials]
+    assert len({t["candidate"] and repr(t["candidate"]) for t in trials}) == len(trials)  # nothing measured twice
+    assert led.launched_count() > before and {o["outcome"] for o in out["steps"]} == {"carried"}
+    assert isinstance(planner_for_run(rd), ReplayPlanner) and planner_for_run(recorded.run_dir) is None
+
+
+def test_a_literal_diff_through_a_symlink_in_the_new_tree_is_refused_before_anything_runs(recorded, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    class LinkedTree(FakeSandbox):
+        def source_tree(self, framework, run_dir):
+            t = super().source_tree(framework, run_dir)
+            if not (t / "vendor").exists():
+                (t / "vendor").symlink_to(outside)
+            return t
+
+    data = yaml.safe_load(recorded.playbook.read_text())
+    data["steps"].append({"id": "s99", "kind": "patch", "phase": "speculative", "patches": [
+        {"framework": "sglang", "fix": "literal", "diff": "--- a/vendor/x.py\n+++ b/vendor/x.py\n@@ -0,0 +1 @@\n+pwned\n"}]})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    pbm.load(bad)  # path-level checks pass: the escape is only visible against the tree
+    rd = tmp_path / "r"
+    with pytest.raises(pbm.PlaybookError, match=r"steps\[\d+\]\.patches\.diff: path 'vendor/x.py' resolves to .*outside the source tree"):
+        replay(bad, config(), rd, sandbox_factory=lambda cfg, card, hw: LinkedTree(card, hw), suite_factory=fake_suite)
+    assert not rd.exists() and not any(outside.iterdir())
