@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 import typer
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from agent import graph as graphmod
 from agent import nodes, report
@@ -36,12 +37,51 @@ def default_sandbox(cfg: RunConfig, card, hw):
         from sandboxes.local import LocalSandbox
         if not cfg.target.model_path:
             raise BadInput("--backend local needs --model-path DIR (a local checkpoint directory)")
-        return LocalSandbox(cfg.target.model_path, model_name=cfg.target.model)
+        sb = LocalSandbox(cfg.target.model_path, model_name=cfg.target.model,
+                          python=cfg.target.python or sys.executable)
+        sb.frameworks = installed_frameworks(sb)
+        return sb
     try:
         from sandboxes.docker import DockerSandbox
     except ImportError:
         raise BadInput("--backend docker is not available in this installation; use sim or local") from None
     return DockerSandbox(cfg.target.model, cfg.target.hw)
+
+
+def installed_frameworks(sandbox) -> tuple[str, ...]:
+    """The frameworks the sandbox's interpreter can import: the planner compares only those."""
+    from tools.frameworks import NAMES
+    have = []
+    for fw in NAMES:
+        try:
+            sandbox.package_dir(fw)
+            have.append(fw)
+        except BadInput:
+            continue
+    if not have:
+        raise BadInput(f"none of {', '.join(NAMES)} is installed for {sandbox.python}; "
+                       "give --python with the interpreter that has one")
+    return tuple(have)
+
+
+def load_overrides(path: str | None) -> dict:
+    """`--config FILE`: YAML/JSON of RunConfig fields (measure, slo, gate, base_flags, ...)."""
+    if path is None:
+        return {}
+    import yaml
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"--config {path!r}: no such file")
+    try:
+        d = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise BadInput(f"--config {path!r} is not YAML/JSON: {str(e).splitlines()[0]}") from None
+    bad = sorted(set(d) - (set(RunConfig.model_fields) - {"target", "backend", "objective", "approve", "seed"})) \
+        if isinstance(d, dict) else None
+    if bad is None or bad:
+        allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "objective", "approve", "seed"})
+        raise BadInput(f"--config {path!r}: unknown keys {bad or '(not a mapping)'}; allowed: {', '.join(allowed)}")
+    return d
 
 
 def default_suite(cfg: RunConfig, card, hw, sandbox):
@@ -192,6 +232,11 @@ def _emit(out: dict, as_json: bool) -> None:
                    f"single-stream {b.get('single_stream_tok_s') or 0:.1f} tok/s")
 
 
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+
+
 def _run_dir(run: str) -> Path:
     p = Path(run)
     if not (p / LEDGER).is_file() and (RUNS_ROOT / run / LEDGER).is_file():
@@ -215,14 +260,26 @@ def register(app: typer.Typer) -> None:
                  planner: str = typer.Option("builtin", help="builtin | llm | hybrid (LLM: OPENAI_BASE_URL, "
                                              "OPENAI_API_KEY; hybrid asks it only for unknown failures and stalls)"),
                  llm_model: Optional[str] = typer.Option(None, help="model name for --planner llm|hybrid"),
+                 python: Optional[str] = typer.Option(None, help="--backend local: the interpreter that has "
+                                                      "the framework installed (default: this one)"),
+                 config: Optional[str] = typer.Option(None, help="YAML/JSON file of run settings: measure "
+                                                      "(workload, duration_s, eval_items, ...), slo, gate, "
+                                                      "base_flags (flags every candidate starts from)"),
                  seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json")) -> None:
         """Find a faster, verified deployment: framework, precision, spec decoding, flags, parallelism, MoE."""
         trials = parse_budget(budget)
         secs = parse_time_budget(time_budget)
         b = Budget(trials=trials if trials or secs is None else None, time_s=secs) if (trials or secs) else Budget()
-        cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path), backend=backend,
-                        objective=objective, approve=approve or "ask", budget=b, seed=seed,
-                        planner=planner, llm_model=llm_model).check()
+        extra = load_overrides(config)
+        if trials or secs or "budget" not in extra:  # the command line wins over the file
+            extra["budget"] = b.model_dump()
+        fields = {"planner": planner, "llm_model": llm_model, **extra}
+        try:
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python),
+                            backend=backend, objective=objective, approve=approve or "ask", seed=seed,
+                            **fields).check()
+        except ValidationError as e:
+            raise BadInput(f"--config {config!r}: {_first_error(e)}") from None
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         _emit(start(cfg, rd, progress=_progress(as_json)), as_json)
 

@@ -26,6 +26,7 @@ class Target(BaseModel):
     model: str
     hw: str
     model_path: str | None = None  # a local checkpoint directory (real backends)
+    python: str | None = None  # the interpreter that has the framework installed (local backend)
 
 
 class Slo(BaseModel):
@@ -59,6 +60,7 @@ class Measure(BaseModel):
     growth: float = Field(2.0, gt=1)  # rate multiplier while the SLO holds
     max_points: int = Field(12, ge=2)
     bisect_steps: int = Field(4, ge=0)
+    warmup: int = Field(4, ge=0)  # requests before measuring: a server's first run compiles shapes, fills caches
     single_stream_requests: int = Field(3, ge=1)
     eval_items: int = Field(200, ge=10)  # per task; a paired test needs both sides on the same items
 
@@ -73,6 +75,9 @@ class RunConfig(BaseModel):
     slo: Slo = Slo()
     gate: Gate = Gate()
     measure: Measure = Measure()
+    # Flags every candidate starts from (a deployment's constraints, e.g. --max-model-len); frameworks
+    # that do not know a flag start without it.
+    base_flags: dict = {}
     seed: int = 0
     planner: str = "builtin"
     llm_model: str | None = None  # the model OPENAI_BASE_URL serves (--planner llm|hybrid); never a key

@@ -48,6 +48,9 @@ def bench(server, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
     """One measurement of the running server, as the plain JSON decide.py reads."""
     m, slo, client = cfg.measure, cfg.slo.ttft_p95_s, server.client
     fill = prompt_fn(server, cfg)
+    if m.warmup:  # never measure a cold server (first compiled shapes, empty caches)
+        asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup, seed=seed + 10_000,
+                              prompt_fn=fill))
     points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=partial(requests_at, m),
                                      start_rps=m.start_rps, growth=m.growth, refine=m.bisect_steps,
                                      max_points=m.max_points, seed=seed, prompt_fn=fill))

@@ -50,8 +50,10 @@ class BuiltinPlanner:
 
     def _baseline(self, ctx: PlanContext) -> Proposal:
         fw = ctx.frameworks[0]
-        c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=self._full_tp(ctx)))
-        return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, default flags",
+        c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=self._full_tp(ctx)),
+                      flags=_base_flags(ctx, fw))
+        what = "default flags" + (f" + {c.flags}" if c.flags else "")
+        return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, {what}",
                         rationale="measure the starting point with the framework's defaults",
                         candidate=c.model_dump(mode="json"))
 
@@ -111,7 +113,7 @@ class BuiltinPlanner:
         base = Candidate.model_validate(ctx.trials[0]["candidate"])
         for fw in ctx.frameworks:
             if fw != base.framework:
-                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel)
+                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel, flags=_base_flags(ctx, fw))
                 yield _p("framework", f"framework {fw} with default flags", c,
                          "compare serving frameworks on the same weights and parallelism")
 
@@ -173,6 +175,12 @@ class BuiltinPlanner:
                    and n not in fw.parallel_flag_names()}
         for name, s in tunable.items():  # screen: one categorical / switch flag at a time
             if "choices" not in s.search:
+                continue
+            # At most screen_choices settings of one flag unless one of them won: a switch that keeps
+            # losing is not worth the rest of its list.
+            tries = [t for t in ctx.trials if t["phase"] == "flags"
+                     and (t["rationale"] or "").startswith(f"screen {name} ")]
+            if len(tries) >= self.screen_choices and not any(t["verdict"] == "kept" for t in tries):
                 continue
             cur = inc.flags.get(name, s.default)
             screened = {repr(t["candidate"]["flags"].get(name)) for t in ctx.trials
@@ -280,6 +288,12 @@ def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
             seen.add(k)
             uniq.append((flags, what))
     return uniq
+
+
+def _base_flags(ctx: PlanContext, fw: str) -> dict:
+    """The run's starting flags that this framework's schema knows."""
+    known = frameworks.get(fw).flags
+    return {k: v for k, v in (getattr(ctx.config, "base_flags", None) or {}).items() if k in known}
 
 
 def _clip(spec, v: int) -> int:

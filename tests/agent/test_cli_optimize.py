@@ -34,6 +34,21 @@ def test_bad_optimize_input_exits_2(agent, tmp_path, args, words):
     assert not (tmp_path / "r" / "ledger.sqlite").exists()
 
 
+@pytest.mark.parametrize("text,words", [
+    (None, "no such file"),
+    ("foo: 1\n", "unknown keys ['foo']; allowed: base_flags, budget, gate"),
+    ("measure: {duration_s: -1}\n", "measure.duration_s: Input should be greater than 0"),
+    ("measure: [\n", "is not YAML/JSON"),
+])
+def test_bad_config_file_exits_2(agent, tmp_path, text, words):
+    f = tmp_path / "run.yaml"
+    if text is not None:
+        f.write_text(text)
+    r = agent("optimize", "--model", "glm-5.2", "--hw", "mi355x", "--config", str(f), "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("cmd", [["resume"], ["report"], ["approvals"], ["approve", "_", "p01"],
                                  ["reject", "_", "p01", "--reason", "x"]])
 def test_not_a_run_dir_exits_2(agent, tmp_path, cmd):

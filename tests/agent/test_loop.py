@@ -112,3 +112,11 @@ def test_ask_without_a_human_waits_then_resumes_after_approve(tmp_path):
 def test_budget_stops_the_run(tmp_path):
     d, out, led = run(tmp_path, budget={"trials": 5})
     assert led.launched_count() == 5 and "trial budget of 5" in out["stop_reason"]
+
+
+def test_base_flags_start_every_candidate_that_knows_them(tmp_path):
+    d, out, led = run(tmp_path, budget={"trials": 3}, base_flags={"--enforce-eager": True, "--max-model-len": 4096})
+    fw = {t["candidate"]["framework"]: t["candidate"]["flags"] for t in led.trials()}
+    assert fw["vllm"] == {"--enforce-eager": True, "--max-model-len": 4096}
+    assert fw["atom"] == {"--enforce-eager": True, "--max-model-len": 4096}
+    assert fw["sglang"] == {}  # sglang has neither flag: it starts from its defaults
