@@ -182,6 +182,7 @@ def register(app: typer.Typer) -> None:
                    model: str = typer.Option(..., help="model to replay it on (built-in name or HF checkpoint dir)"),
                    hw: str = typer.Option(..., help="hardware profile: mi355x, b200, ..."),
                    backend: str = typer.Option("sim", help="sim | local | docker"),
+                   model_path: Optional[str] = typer.Option(None, help="local checkpoint dir (real backends)"),
                    budget: Optional[str] = typer.Option(None, help="trials to launch at most (default 40)"),
                    time_budget: Optional[str] = typer.Option(None, help="ground time: 3600, 90m, 2h"),
                    approve: Optional[str] = typer.Option(None, help="patches: ask (default on a TTY) | auto | never"),
@@ -194,7 +195,7 @@ def register(app: typer.Typer) -> None:
         pb = pbm.load(playbook)
         trials, secs = parse_budget(budget), parse_time_budget(time_budget)
         b = Budget(trials=trials if trials or secs is None else None, time_s=secs) if (trials or secs) else Budget()
-        cfg = RunConfig(target=Target(model=model, hw=hw), backend=backend, objective=pb.objective,
+        cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path), backend=backend, objective=pb.objective,
                         approve=approve or "ask", budget=b, seed=seed)
         rd = Path(run_dir) if run_dir else co.RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         out = replay(pb, cfg, rd, progress=co._progress(as_json))
