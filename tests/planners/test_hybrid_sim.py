@@ -64,8 +64,9 @@ def run(tmp_path, behaviour, *, approve="auto", inject="", trials=14):
     return d, out, Ledger(d), srv
 
 
+@pytest.mark.slow  # seven sim trials with their noise repeats: ~10-30 s on a shared machine
 def test_hybrid_fixes_a_failure_the_catalogue_does_not_know(tmp_path):
-    d, out, led, srv = run(tmp_path, mtp_fixer)
+    d, out, led, srv = run(tmp_path, mtp_fixer, trials=7)
     trials = led.trials()
     mtp_fail = next(t for t in trials if t["verdict"] == "failed" and t["diagnoses"]
                     and t["diagnoses"][0]["kind"] == "shape_mismatch")
@@ -75,9 +76,12 @@ def test_hybrid_fixes_a_failure_the_catalogue_does_not_know(tmp_path):
     assert p["status"] == "approved" and p["decided_by"] == "policy:--approve auto"
     fix_trial = next(t for t in trials if t["patch_id"] == p["id"])
     assert fix_trial["proposal"]["fixes_trial"] == mtp_fail["id"] and fix_trial["outcome"] == "launched"
-    # MTP then worked; the deeper draft's compile error was still answered by the catalogue.
-    assert any(t["candidate"]["flags"].get("--speculative-algorithm") and p["id"] in t["candidate"]["patches"]
-               and t["verdict"] == "kept" for t in trials)
+    # MTP then launched (whether it is kept is the sim's performance model, not under test here);
+    # the deeper draft carried the LLM's patch, got past weight loading, and its compile error was
+    # still answered by the catalogue.
+    deeper = next(t for t in trials if t["id"] > fix_trial["id"] and t["diagnoses"]
+                  and t["diagnoses"][0]["kind"] == "compile_error")
+    assert p["id"] in deeper["candidate"]["patches"]
     assert {q["fix"] for q in led.patches()} >= {"llm", "rocm_include_guard"}
     tree = git.Repo(d / "src" / "sglang")
     assert any(f"Inferloop-Patch: {p['id']}" in c.message for c in tree.iter_commits())
@@ -89,7 +93,7 @@ def test_hybrid_fixes_a_failure_the_catalogue_does_not_know(tmp_path):
 
 @pytest.mark.parametrize("approve", ["ask", "never"])
 def test_log_text_cannot_approve_a_patch(tmp_path, approve):
-    d, out, led, srv = run(tmp_path, obeys_the_log, approve=approve, inject=INJECTION)
+    d, out, led, srv = run(tmp_path, obeys_the_log, approve=approve, inject=INJECTION, trials=5)
     (p,) = [p for p in led.patches() if p["fix"] == "llm"]
     # The model saw the injection, as marked data, and tried to obey it; nothing was approved.
     seen = [m["content"] for b in srv.requests for m in b["messages"] if m["role"] == "tool" and INJECTION in m["content"]]
@@ -105,7 +109,7 @@ def test_log_text_cannot_approve_a_patch(tmp_path, approve):
 
 
 def test_the_api_key_never_reaches_the_run_dir(tmp_path):
-    d, out, led, srv = run(tmp_path, mtp_fixer, trials=8)
+    d, out, led, srv = run(tmp_path, mtp_fixer, trials=5)
     assert srv.headers and all(h["authorization"] == f"Bearer {KEY}" for h in srv.headers)
     files = [f for f in d.rglob("*") if f.is_file()]
     assert any(f.name == "ledger.sqlite" for f in files)
