@@ -145,3 +145,24 @@ def test_a_literal_diff_through_a_symlink_in_the_new_tree_is_refused_before_anyt
     with pytest.raises(pbm.PlaybookError, match=r"steps\[\d+\]\.patches\.diff: path 'vendor/x.py' resolves to .*outside the source tree"):
         replay(bad, config(), rd, sandbox_factory=lambda cfg, card, hw: LinkedTree(card, hw), suite_factory=fake_suite)
     assert not rd.exists() and not any(outside.iterdir())
+
+
+def test_a_step_this_framework_cannot_express_hands_its_phase_to_the_builtin_planner(tmp_path):
+    pb = pbm.parse({"version": 1, "name": "hand-made", "steps": [
+        {"id": "s01", "kind": "framework", "phase": "framework", "baseline": True, "framework": "sglang",
+         "weights": "mxfp4", "parallel": {"tp": "{gpus_per_node}", "dp": 1}},
+        {"id": "s02", "kind": "flags", "phase": "speculative", "flags": {"--method": "mtp", "--num-speculative-tokens": 3},
+         "when": {"has_mtp": True}},  # ATOM's spelling: sglang has no such flags
+        {"id": "s03", "kind": "flags", "phase": "flags", "flags": {"--kv-cache-dtype": "fp8_e4m3"}}]})
+    rd = tmp_path / "r"
+    out = do_replay(pb, "glm-5.2", "mi355x", rd)
+    by = {o["step"]: o for o in out["steps"]}
+    assert by["s02"]["outcome"] == "failed" and "--method" in by["s02"]["reason"] and "handed over" in by["s02"]["reason"]
+    trials = Ledger(rd).trials()
+    s03 = next(i for i, t in enumerate(trials) if t["description"].startswith("[playbook s03]"))
+    handed = [t for t in trials[1:s03] if not t["description"].startswith("[playbook")]
+    # The built-in planner worked the speculative phase (its fix catalogue included) before s03 ran.
+    assert handed and all(t["phase"] == "speculative" for t in handed)
+    assert {p["fix"] for p in Ledger(rd).patches()} == {"mtp_prefix_alias", "rocm_include_guard"}
+    assert by["s03"]["outcome"] in ("carried", "reverted") and out["status"] == "done"
+    assert any("a playbook step failed in phase speculative" in t["rationale"] for t in handed)
