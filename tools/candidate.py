@@ -11,7 +11,8 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FlagValue = str | int | float | bool | None
+# dict/list: JSON-typed flags (vLLM's --speculative-config), as FlagSpec type 'json' parses them.
+FlagValue = str | int | float | bool | dict | list | None
 
 
 class Parallel(BaseModel):
