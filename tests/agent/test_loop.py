@@ -120,3 +120,16 @@ def test_base_flags_start_every_candidate_that_knows_them(tmp_path):
     assert fw["vllm"] == {"--enforce-eager": True, "--max-model-len": 4096}
     assert fw["atom"] == {"--enforce-eager": True, "--max-model-len": 4096}
     assert fw["sglang"] == {}  # sglang has neither flag: it starts from its defaults
+
+
+def test_spec_decoding_candidates_are_valid_for_every_framework():
+    from agent.planners.builtin import spec_flag_sets
+    from tools import frameworks
+    from tools.candidate import Candidate
+    for name in frameworks.NAMES:
+        fw = frameworks.get(name)
+        for mtp in (True, False):
+            for flags, _ in spec_flag_sets(fw, mtp):
+                c = Candidate(framework=name, flags=flags)  # JSON-typed flags (vLLM's) included
+                fw.validate(c)
+                assert Candidate.model_validate(c.model_dump(mode="json")).key() == c.key()
