@@ -104,6 +104,9 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
     sandbox = (sandbox_factory or default_sandbox)(cfg, card, hw)
     suite = (suite_factory or default_suite)(cfg, card, hw, sandbox)
     ledger = Ledger(run_dir, create=True)
+    if planner is None and ledger.meta("replay"):  # a resumed replay keeps replaying its playbook (issue 5)
+        from agent.cmd_playbook import planner_for_run
+        planner = planner_for_run(run_dir)
     if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
         from agent.planners.hybrid import make_planner
         planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
