@@ -166,3 +166,18 @@ def test_a_step_this_framework_cannot_express_hands_its_phase_to_the_builtin_pla
     assert {p["fix"] for p in Ledger(rd).patches()} == {"mtp_prefix_alias", "rocm_include_guard"}
     assert by["s03"]["outcome"] in ("carried", "reverted") and out["status"] == "done"
     assert any("a playbook step failed in phase speculative" in t["rationale"] for t in handed)
+
+
+def test_agent_resume_of_a_replay_keeps_replaying(recorded, tmp_path):
+    from agent.cmd_optimize import resume
+    fresh = tmp_path / "w"
+    out = do_replay(recorded.playbook, "glm-5.2", "mi355x", fresh, approve="ask")
+    assert out["status"] == "waiting_for_review"
+    Ledger(fresh).decide_patch(out["waiting"]["patch"], "rejected", by="human:test", reason="not on this node")
+    out = resume(fresh, sandbox_factory=fake_factory(), suite_factory=fake_suite, approve="never")
+    assert out["status"] == "done"
+    trials = Ledger(fresh).trials()
+    # Every trial up to the rejected patch's step is the playbook's; the rejection hands that phase over.
+    first = [t for t in trials if t["phase"] in ("framework", "precision")]
+    assert first and all(t["description"].startswith("[playbook s") for t in first)
+    assert any(t["description"].startswith("[playbook s") and t["phase"] in ("parallel", "moe") for t in trials)
