@@ -1,14 +1,13 @@
 """Numeric flag search with Optuna TPE, rebuilt from the ledger on every call.
 
 The study is never stored: each finished search trial of the ledger is told to a fresh in-memory
-study (failed launches as infeasible through the sampler's constraints, so TPE steers away from
-the failing region), then the sampler, seeded by the history's length, asks for the next point.
+study (failed launches as infeasible through the trial's constraint values, so TPE steers away
+from the failing region), then the sampler, seeded by the history's length, asks for the next point.
 A resumed run therefore asks exactly what the original would have asked.
 """
 from __future__ import annotations
 
 import math
-import warnings
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -32,20 +31,14 @@ def distributions(specs: dict) -> dict:
     return out
 
 
-def _constraint(ft) -> list[float]:
-    return [float(ft.user_attrs.get("constraint", 0.0))]
-
-
 def ask(dists: dict, history: list[tuple[dict, float | None]], *, seed: int, tried: set[str],
         startup: int = 3) -> dict | None:
     """The next parameter set; history holds (params, objective or None for a failed launch).
     Points already tried are asked again (a few times) rather than measured twice."""
     if not dists:
         return None
-    warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
     study = optuna.create_study(direction="maximize", sampler=TPESampler(
-        seed=seed + len(history), n_startup_trials=startup, multivariate=True,
-        constraints_func=_constraint, warn_independent_sampling=False))
+        seed=seed + len(history), n_startup_trials=startup, multivariate=True))
     for params, value in history:
         p = {k: v for k, v in params.items() if k in dists and dists[k]._contains(dists[k].to_internal_repr(v))}
         if set(p) != set(dists):
@@ -53,7 +46,7 @@ def ask(dists: dict, history: list[tuple[dict, float | None]], *, seed: int, tri
         failed = value is None or not math.isfinite(value)
         study.add_trial(create_trial(params=p, distributions=dists, state=TrialState.COMPLETE,
                                      value=0.0 if failed else float(value),
-                                     user_attrs={"constraint": 1.0 if failed else 0.0}))
+                                     constraints={"launched": 1.0 if failed else 0.0}))
     for _ in range(8):
         t = study.ask(dists)
         params = dict(t.params)
