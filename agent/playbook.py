@@ -275,6 +275,7 @@ class Playbook(_M):
     steps: list[Step]
     replayed_from: str | None = None  # a replay's new playbook: what it replayed
     carried: list[StepOutcome] = []  # ... and step by step what carried over
+    notes: list[str] = []  # what the recording could not turn into steps, and why
 
     @model_validator(mode="after")
     def _ids(self):

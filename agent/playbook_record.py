@@ -137,10 +137,24 @@ def _kind(t: dict, ch: dict) -> str:
                                                                    "parallel": "parallel", "moe": "moe_tune"}[t["phase"]]
 
 
+def _unrecordable(step: dict, ch: dict) -> str | None:
+    """Why a kept trial cannot become a step (no change left once run-specific values are
+    dropped, or a change the schema refuses, e.g. a literal diff that leaves the tree)."""
+    from agent.playbook import Step
+    from pydantic import ValidationError
+    if not ch and step["kind"] != "moe_tune":
+        return "no change a replay can repeat (only run-specific values changed)"
+    try:
+        Step.model_validate(step)
+    except ValidationError as e:
+        return e.errors()[0]["msg"].removeprefix("Value error, ")
+    return None
+
+
 def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
     """The run's playbook as plain data (validated against the schema before it is returned)."""
     from agent.config import Target, resolve_target
-    from agent.playbook import compact, parse
+    from agent.playbook import SECRET, SECRET_VALUE, compact, parse
     from tools import frameworks
     cfg = led.meta("config") or {}
     objective = cfg.get("objective", "knee")
@@ -152,6 +166,7 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
             card, hw = None, None
     trials = led.trials()
     steps: list[dict] = []
+    notes: list[str] = []
     if trials:
         b = trials[0]
         c = b["candidate"]
@@ -180,6 +195,9 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
         run = str(Path(run_dir).resolve()) if run_dir else "\0"
         env = {k: v for k, v in c["env"].items() if prev["env"].get(k) != v and k != fw.moe_config_env
                and run not in v and "moe_configs" not in v}
+        for k in [k for k, v in env.items() if SECRET.search(k) or SECRET_VALUE.match(v)]:
+            notes.append(f"trial {t['id']}: env {k} left out (looks like a secret; secrets never enter a playbook)")
+            env.pop(k)
         if env:
             ch["env"] = env
         new = [p for p in c["patches"] if p not in prev["patches"]]
@@ -194,14 +212,18 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
         diag = (rows[0].get("diagnosis") or {}).get("kind") if rows else None
         step["when"] = _when(step, card, hw, diag, c["flags"])
         step["evidence"] = _evidence(led, t, objective, prev_obj)
-        steps.append(step)
+        why = _unrecordable(step, ch)
+        if why:  # kept, but nothing a replay could repeat: say so rather than break the run's outputs
+            notes.append(f"trial {t['id']} ({step['description']}) not recorded: {why}")
+        else:
+            steps.append(step)
         prev, prev_obj = c, _objective(led, t["id"], objective)
     inc = led.meta("incumbent")
     data = {"version": 1, "name": f"{tgt.get('model')}-{tgt.get('hw')}", "objective": objective,
             "source": {"model": tgt.get("model"), "hw": tgt.get("hw"),
                        "run": Path(run_dir).name if run_dir else None, "trials": led.launched_count(),
                        "best_objective": _objective(led, inc, objective) if inc else None},
-            "steps": steps}
+            "steps": steps, "notes": notes}
     rep = led.meta("replay")
     if rep:
         from agent.planners.replay import outcomes
