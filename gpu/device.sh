@@ -2,7 +2,8 @@
 # Run on the device machine (the `run` tool), from the repository root, with .whl and .tok carried.
 #   bash gpu/device.sh probe          # call 1: machine, CLI help, ceilings, model, offline variants, loop smoke
 #   bash gpu/device.sh loop NAME ARCH BUDGET_S TIMEOUT_S [ARGS]   # call 2: one loop (gpu/loop.py ARGS) on a fresh
-#                                     test model of ARCH; log, model info and the run dir (tarred) into $OUT
+#                                     test model of ARCH; log, model info and the run dir (tarred) into $OUT;
+#                                     with resume/NAME carried (a run dir from an earlier call), it continues that run
 set -u
 [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; } || { echo "wheel install failed"; exit 3; }
@@ -17,6 +18,7 @@ case "$what" in
     t0=$(date +%s)
     python3 -m gpu.make_model --out /tmp/model-$arch --tokenizer .tok --size gpu --arch $arch --seed 0 2>&1 \
       | tail -1 > "$OUT/$name-model.json"
+    if [ -d "resume/$name" ]; then rm -rf /tmp/$name; cp -r "resume/$name" /tmp/$name; set -- --resume "$@"; fi
     timeout "$limit" python3 -m gpu.loop --model-dir /tmp/model-$arch --run-dir /tmp/$name --time-budget "$budget" "$@" \
       2>&1 | tee "$OUT/$name.log"
     echo "loop $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/$name.log"

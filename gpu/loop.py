@@ -109,8 +109,21 @@ def run(a) -> dict:
                            concurrency=a.parity_concurrency)
 
     t0 = time.time()
-    out = cmd_optimize.start(cfg, run_dir, sandbox_factory=sandbox, suite_factory=suite, planner=GpuPlanner(),
-                             progress=lambda s: print(s, flush=True))
+    kw = dict(sandbox_factory=sandbox, suite_factory=suite, planner=GpuPlanner(), progress=lambda s: print(s, flush=True))
+    if a.resume:
+        # Continue a run another device call stopped (its ledger and checkpoints travelled back):
+        # the same config and measurement, with `--time-budget` more seconds of ground time. The
+        # model is rebuilt from the same config and seed (make_model), at the same path.
+        from agent.ledger import Ledger
+        led = Ledger(run_dir)
+        old = RunConfig.model_validate(led.meta("config"))
+        led.set_meta("config", old.model_copy(update={"budget": Budget(trials=None, time_s=a.time_budget)})
+                     .model_dump(mode="json"))
+        led.event("resume", f"resumed on another device call with {a.time_budget:.0f} s more ground time")
+        led.close()
+        out = cmd_optimize.resume(run_dir, **kw)
+    else:
+        out = cmd_optimize.start(cfg, run_dir, **kw)
     out["wall_s"] = round(time.time() - t0, 1)
     ledger = export_ledger(run_dir)
     ledger["launches"] = holder["sb"].launches if "sb" in holder else []
@@ -122,6 +135,7 @@ def run(a) -> dict:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--resume", action="store_true", help="continue the run in --run-dir (a longer time budget)")
     ap.add_argument("--run-dir", required=True)
     ap.add_argument("--hw", default="h200")
     ap.add_argument("--objective", default="knee")

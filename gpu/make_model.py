@@ -74,6 +74,15 @@ def vocab_size_of(tokenizer_dir: Path) -> int:
     return max(ids) + 1
 
 
+def _sha256(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            while chunk := fh.read(1 << 24):
+                h.update(chunk)
+    return h.hexdigest()
+
+
 def make(out: Path, tokenizer_dir: Path, *, size: str, seed: int, arch: str = "glm_moe_dsa",
          device: str | None = None) -> dict:
     import torch
@@ -104,6 +113,7 @@ def make(out: Path, tokenizer_dir: Path, *, size: str, seed: int, arch: str = "g
     info = {"arch": arch, "class": cfg["architectures"][0], "size": size, "seed": seed, "device": dev,
             "params": n_params, "weight_bytes": sum(f.stat().st_size for f in out.glob("*.safetensors")),
             "config_sha256": hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16],
+            "weights_sha256": _sha256(sorted(out.glob("*.safetensors")))[:16],  # same seed -> same bytes?
             "transformers": transformers.__version__, "torch": torch.__version__,
             "seconds": round(time.time() - t0, 1)}
     (out / "inferloop_model.json").write_text(json.dumps(info, indent=1) + "\n")
