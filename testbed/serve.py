@@ -33,7 +33,7 @@ def sandbox(base: Path | None = None, *, ready_timeout_s: float = 900.0):
                         base_env=vllm_env(), ready_timeout_s=ready_timeout_s)
 
 
-def candidate(flags: dict | None = None, *, eager: bool = True):
+def candidate(flags: dict | None = None, *, eager: bool = True, env: dict[str, str] | None = None):
     """A vLLM candidate for the testbed. Eager mode (no torch.compile) is ready in ~30 s instead
     of 140-190 s: right for tests that need a real server, not its best speed."""
     from tools.candidate import Candidate
@@ -42,13 +42,14 @@ def candidate(flags: dict | None = None, *, eager: bool = True):
     if eager:
         f["--enforce-eager"] = True
     f.update(flags or {})
-    return Candidate(framework="vllm", flags=f)
+    return Candidate(framework="vllm", flags=f, env=dict(env or {}))
 
 
 def launch(run_dir: Path, flags: dict | None = None, *, eager: bool = True, base: Path | None = None,
-           ready_timeout_s: float = 900.0):
+           ready_timeout_s: float = 900.0, env: dict[str, str] | None = None):
     """A running testbed server (`tools.server.RunningServer`, a context manager); logs in run_dir."""
-    return sandbox(base, ready_timeout_s=ready_timeout_s).launch(candidate(flags, eager=eager), Path(run_dir))
+    return sandbox(base, ready_timeout_s=ready_timeout_s).launch(candidate(flags, eager=eager, env=env),
+                                                                 Path(run_dir))
 
 
 def ask(url: str, question: str, *, model: str = paths.MODEL_NAME, max_tokens: int = 32) -> str:
