@@ -167,12 +167,15 @@ def run_builtin(g: Ground, weights: str, seed: int, threshold: float, variant: b
     meas: dict[int, list[dict]] = {}
     base = point(weights, 8, 1, False, {})
     inc_id, inc_v, best, reached = None, None, 0.0, None
-    prop_cand, phase, kind, params, desc = base, "parallel" if variant else "flags", "config", {}, "baseline"
+    prop_cand, phase, kind, desc = base, "parallel" if variant else "flags", "config", "baseline"
+    proposal, rationale = {"params": {}, "fixes_trial": None}, "measure the starting point"
     while len(trials) < BUILTIN_MAX:
         v = g.value(prop_cand)
         tid = len(trials) + 1
-        t = {"id": tid, "phase": phase, "kind": kind, "description": desc, "candidate": prop_cand.model_dump(mode="json"),
-             "proposal": {"params": params, "fixes_trial": None}, "outcome": "launched" if v is not None else "launch_failed",
+        # A trial row as agent/ledger.py stores it (nodes.propose records the proposal and its rationale).
+        t = {"id": tid, "phase": phase, "kind": kind, "description": desc, "rationale": rationale,
+             "candidate": prop_cand.model_dump(mode="json"), "incumbent_id": inc_id, "proposal": proposal,
+             "outcome": "launched" if v is not None else "launch_failed",
              "diagnoses": [] if v is not None else [{"kind": "oom", "message": "launch failed", "evidence": [], "details": {}, "fatal": True}],
              "reason": "", "status": "done", "numbers": {}, "log_excerpt": "", "patch_id": None}
         if v is None:
@@ -192,7 +195,8 @@ def run_builtin(g: Ground, weights: str, seed: int, threshold: float, variant: b
         p = planner.propose(ctx)
         if p.kind != "config":  # stop (or a MoE tuning run, outside this space): the planner is done
             break
-        prop_cand, phase, kind, params, desc = p.cand(), p.phase, p.kind, p.params, p.description
+        prop_cand, phase, kind, desc = p.cand(), p.phase, p.kind, p.description
+        proposal, rationale = p.model_dump(mode="json"), p.rationale
     return {"reached": reached, "launches": len(trials), "best_fraction": best / (threshold / TARGET)}
 
 
