@@ -33,8 +33,10 @@ class FlagSpec(BaseModel):
 
     @property
     def display(self) -> str:
-        """How argparse names the argument in its errors: all option strings joined by '/'."""
-        return "/".join([self.name, *self.aliases])
+        """How argparse names the argument in its errors: all option strings joined by '/'
+        (BooleanOptionalAction adds `--no-<name>` right after the name)."""
+        neg = ["--no-" + self.name[2:]] if self.negatable else []
+        return "/".join([self.name, *neg, *self.aliases])
 
 
 class FlagError(ValueError):
@@ -77,6 +79,7 @@ class Framework:
     port_flag: str = "--port"
     served_name_flag: str | None = "--served-model-name"
     snake_case_ok: bool = False  # the CLI accepts --max_num_seqs for --max-num-seqs
+    json_error: str = "invalid loads value: {raw!r}"  # argparse's text when a JSON flag fails to parse
     flag_table: list[FlagSpec] = []
 
     def __init__(self) -> None:
@@ -121,7 +124,7 @@ class Framework:
             try:
                 value = json.loads(raw)
             except ValueError:
-                raise FlagError(f"argument {spec.display}: invalid loads value: {raw!r}",
+                raise FlagError(f"argument {spec.display}: " + self.json_error.format(raw=raw),
                                 flag=spec.name, value=raw) from None
         else:
             value = raw
