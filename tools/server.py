@@ -99,6 +99,11 @@ class ProcessHandle:
                 break
         if self.proc.poll() is None:
             self.proc.wait()
+        # The leader is reaped; its children (vLLM's engine and workers) die with the group's signal
+        # but are reaped by init a moment later. Keep the pgid file until the group is really gone.
+        deadline = time.monotonic() + 5.0
+        while _group_alive(self.pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if not _group_alive(self.pgid):
             self.pgid_path.unlink(missing_ok=True)
         _live.discard(self)

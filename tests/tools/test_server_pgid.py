@@ -55,3 +55,15 @@ def test_a_killed_agent_leaves_a_pgid_that_resume_reaps(tmp_path):
             os.killpg(agent.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_pgid_file_removed_when_a_child_outlives_the_leader_until_sigkill(tmp_path):
+    # Like vLLM: the leader exits on SIGTERM, a child process (engine/worker) ignores it.
+    code = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(600)']); time.sleep(600)")
+    h = ProcessHandle([sys.executable, "-c", code], log_path=tmp_path / "server-2.log")
+    deadline = time.monotonic() + 10
+    while "1" not in h.log_text() and time.monotonic() < deadline:  # the child has installed its handler
+        time.sleep(0.05)
+    h.stop(grace_s=1)
+    assert not _alive(h.pgid) and not (tmp_path / "server-2.log.pgid").exists()
