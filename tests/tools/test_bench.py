@@ -178,3 +178,13 @@ def test_agent_bench_bad_input_is_one_line_exit_2(mock, capsys, args, message):
         args = ["--url", mock.url] + args
     code, out, err = _cli(capsys, "bench", *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_agent_bench_duration_sets_requests_per_rate(mock, capsys):
+    code, out, err = _cli(capsys, "bench", "--url", mock.url, "--model", "m", "--input-len", "8", "--output-len", "2",
+                          "--rates", "4,10", "--duration", "1.5", "--warmup", "0", "--single-stream", "0",
+                          "--records", "/dev/null", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert [p["n"] for p in res["sweep"]] == [6, 15] and res["single_stream_tok_s"] is None
+    assert res["workload"]["exact_prompts"] is False
