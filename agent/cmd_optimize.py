@@ -89,7 +89,15 @@ def default_suite(cfg: RunConfig, card, hw, sandbox):
     if hasattr(sandbox, "eval_suite"):
         return sandbox.eval_suite()
     from tools.evals import suite_for  # noqa: the evals package names its default tasks
-    return suite_for(cfg, card, hw)
+    suite = suite_for(cfg, card, hw)
+    want = cfg.measure.eval_tasks
+    if want is not None:
+        have = [t.name for t in suite.tasks]
+        bad = [w for w in want if w not in have]
+        if bad or not want:
+            raise BadInput(f"measure.eval_tasks {want!r}: allowed here: {', '.join(have)}")
+        suite.tasks = [t for t in suite.tasks if t.name in want]
+    return suite
 
 
 def _progress(json_mode: bool) -> Callable[[str], None]:

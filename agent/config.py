@@ -63,6 +63,7 @@ class Measure(BaseModel):
     warmup: int = Field(4, ge=0)  # requests before measuring: a server's first run compiles shapes, fills caches
     single_stream_requests: int = Field(3, ge=1)
     eval_items: int = Field(200, ge=10)  # per task; a paired test needs both sides on the same items
+    eval_tasks: list[str] | None = None  # a subset of the default suite's tasks (None: all of them)
 
 
 class RunConfig(BaseModel):
@@ -94,6 +95,12 @@ class RunConfig(BaseModel):
             raise unknown("planner", self.planner, PLANNERS)
         if self.planner != "builtin" and not self.llm_model:
             raise BadInput(f"--planner {self.planner} needs --llm-model NAME (the model OPENAI_BASE_URL serves)")
+        from tools.evals import TASKS
+        for t in self.measure.eval_tasks or []:
+            if t not in TASKS or t == "parity":  # parity needs a reference server: not a gate task
+                raise unknown("eval task", t, [x for x in TASKS if x != "parity"])
+        if self.measure.eval_tasks == []:
+            raise BadInput("measure.eval_tasks is empty: name at least one task, or leave it out for all")
         if self.budget.trials is None and self.budget.time_s is None:
             raise BadInput("a run needs a budget: --budget TRIALS or --time-budget SECONDS")
         if self.target.model_path is not None and not Path(self.target.model_path).is_dir():

@@ -140,12 +140,18 @@ def write(run_dir: Path, hw=None) -> dict:
         for p in led.patches():
             (run_dir / "patches" / f"{p['id']}.diff").write_text(p["diff"])
         from agent import playbook as pbm  # the replayable playbook (issue 5): agent/playbook.py
-        (run_dir / "playbook.yaml").write_text(pbm.dumps(pbm.from_run(led, run_dir)))
+        try:
+            (run_dir / "playbook.yaml").write_text(pbm.dumps(pbm.from_run(led, run_dir)))
+            pb_note = ""
+        except ValueError as e:  # BadInput too: a playbook that cannot be recorded must not cost the other outputs
+            (run_dir / "playbook.yaml").unlink(missing_ok=True)
+            pb_note = f"\n**playbook.yaml was not written**: {e}\n"
+            led.event("playbook", f"not written: {e}")
         if res["best"]:
             model = cfg.get("target", {}).get("model_path") or res["model"]
             (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
         imgs = _plots(led, res, run_dir) if res["best"] else []
-        md = markdown(res, hw, imgs) + pbm.carried_markdown(led)  # a replay: step by step what carried over
+        md = markdown(res, hw, imgs) + pbm.carried_markdown(led) + pb_note  # a replay: step by step what carried over
         (run_dir / "report.md").write_text(md)
         (run_dir / "report.html").write_text(html(md, run_dir, imgs))
         return res

@@ -39,6 +39,7 @@ def test_bad_optimize_input_exits_2(agent, tmp_path, args, words):
     ("foo: 1\n", "unknown keys ['foo']; allowed: base_flags, budget, gate"),
     ("measure: {duration_s: -1}\n", "measure.duration_s: Input should be greater than 0"),
     ("measure: [\n", "is not YAML/JSON"),
+    ("measure: {eval_tasks: [mmlu]}\n", "unknown eval task 'mmlu'; allowed: gpqa-diamond, gsm8k, longctx, qa, tau2"),
 ])
 def test_bad_config_file_exits_2(agent, tmp_path, text, words):
     f = tmp_path / "run.yaml"

@@ -133,3 +133,13 @@ def test_spec_decoding_candidates_are_valid_for_every_framework():
                 c = Candidate(framework=name, flags=flags)  # JSON-typed flags (vLLM's) included
                 fw.validate(c)
                 assert Candidate.model_validate(c.model_dump(mode="json")).key() == c.key()
+
+
+def test_eval_tasks_pick_a_subset_of_the_default_suite():
+    from agent.cmd_optimize import default_suite
+    from agent.config import Measure, RunConfig, Target
+    from tools.models import get_model
+    cfg = RunConfig(target=Target(model="smollm2-135m", hw="cpu"), measure=Measure(eval_tasks=["qa", "longctx"]))
+    suite = default_suite(cfg, get_model("smollm2-135m"), None, object())
+    assert [t.name for t in suite.tasks] == ["longctx", "qa"]
+    assert suite.tasks[0].context_tokens == min(20000, int((8192 - 16 - 64) * 0.8))  # inside the 8k window
