@@ -187,6 +187,7 @@ class Evidence(_M):
     after: float | None = None
     evals: dict[str, dict] = {}  # task -> {incumbent, candidate, gap, non_inferior}
     numbers: dict = {}
+    supersedes: list[int] = []  # earlier kept trials of the same change this step overrides
 
 
 class Step(_M):

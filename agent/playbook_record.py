@@ -137,6 +137,28 @@ def _kind(t: dict, ch: dict) -> str:
                                                                    "parallel": "parallel", "moe": "moe_tune"}[t["phase"]]
 
 
+CHANGE_KEYS = ("framework", "weights", "parallel", "flags", "env", "patches", "moe")
+
+
+def _supersedes(new: dict, old: dict) -> bool:
+    """The new step overrides everything the previous one set (e.g. TP8+EP, then TP4 x DP2): the
+    recording showed the later setting wins, so a replay need not walk through the earlier one."""
+    if new["kind"] != old["kind"] or new["phase"] != old["phase"] or new["kind"] in ("patch", "moe_tune"):
+        return False
+    keys = lambda st: {k for k in CHANGE_KEYS if st.get(k)}
+    if keys(old) != keys(new) - {"env"} and keys(old) != keys(new):
+        return False
+    return set(old.get("flags") or {}) <= set(new.get("flags") or {}) and \
+        set(old.get("env") or {}) <= set(new.get("env") or {})
+
+
+def _merge(old: dict, new: dict) -> dict:
+    ev = dict(new["evidence"])
+    ev["before"] = old["evidence"].get("before")
+    ev["supersedes"] = [*old["evidence"].get("supersedes", []), old["evidence"]["trial"]]
+    return {**new, "id": old["id"], "evidence": ev}
+
+
 def _unrecordable(step: dict, ch: dict) -> str | None:
     """Why a kept trial cannot become a step (no change left once run-specific values are
     dropped, or a change the schema refuses, e.g. a literal diff that leaves the tree)."""
@@ -216,6 +238,8 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
         if why:  # kept, but nothing a replay could repeat: say so rather than break the run's outputs
             notes.append(f"trial {t['id']} ({step['description']}) not recorded: {why}")
         else:
+            if len(steps) > 1 and _supersedes(step, steps[-1]):
+                step = _merge(steps.pop(), step)
             steps.append(step)
         prev, prev_obj = c, _objective(led, t["id"], objective)
     inc = led.meta("incumbent")

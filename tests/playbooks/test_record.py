@@ -66,3 +66,18 @@ def test_mtp_layer_and_parallel_become_card_templates(tmp_path):
     assert steps[1]["patches"][0]["params"] == {"layer": "{num_hidden_layers}"}  # 61 is DeepSeek's layer count
     assert steps[1]["when"] == {"has_mtp": True, "after_diagnosis": "shape_mismatch"}
     assert steps[2]["parallel"] == {"tp": "{gpus_per_node//2}", "dp": 2, "ep": True} and steps[2]["when"] == {"is_moe": True}
+
+
+def test_a_later_parallel_step_supersedes_an_earlier_one(tmp_path):
+    par = lambda tp, dp, ep: {**BASE, "parallel": {"tp": tp, "dp": dp, "ep": ep}}
+    led = ledger(tmp_path, ("parallel", "config", par(8, 1, True), None), ("parallel", "config", par(4, 2, False), None),
+                 ("parallel", "config", par(4, 2, True), None),
+                 ("flags", "config", {**par(4, 2, True), "flags": {"--kv-cache-dtype": "fp8_e4m3"}}, None),
+                 ("flags", "config", {**par(4, 2, True), "flags": {"--chunked-prefill-size": 4096,
+                                                                  "--kv-cache-dtype": "fp8_e4m3"}}, None))
+    steps = from_run(led, tmp_path)["steps"]
+    assert [s["kind"] for s in steps] == ["framework", "parallel", "flags", "flags"]
+    assert steps[1]["parallel"] == {"tp": "{gpus_per_node//2}", "dp": 2, "ep": True}
+    assert steps[1]["evidence"]["supersedes"] == [2, 3] and steps[1]["evidence"]["trial"] == 4
+    # a flags step that sets another flag does not supersede the one before it
+    assert steps[2]["flags"] == {"--kv-cache-dtype": "fp8_e4m3"} and steps[3]["flags"] == {"--chunked-prefill-size": 4096}
