@@ -25,5 +25,12 @@ case "$what" in
     # a loop stopped by `timeout` leaves its server's process group (own session) behind: end it by id
     for f in $(find /tmp/$name -name '*.pgid' 2>/dev/null); do kill -9 -- -"$(cat "$f")" 2>/dev/null && echo "killed server group $(cat "$f")"; done
     tar czf "$OUT/$name.tar.gz" --exclude='*.safetensors' -C /tmp $name ;;
+  repeat)  # device.sh repeat NAME ARCH TRIALS TIMEOUT_S: measure trials of resume/NAME again (gpu/repeat.py)
+    name=$1 arch=$2 trials=$3 limit=$4
+    python3 -m gpu.make_model --out /tmp/model-$arch --tokenizer .tok --size gpu --arch $arch --seed 0 2>&1 \
+      | tail -1 > "$OUT/$name-repeat-model.json"
+    timeout "$limit" python3 -m gpu.repeat --run-dir "resume/$name" --model-dir /tmp/model-$arch --trials "$trials" \
+      --out "$OUT/$name-repeat.json" 2>&1 | tee "$OUT/$name-repeat.log"
+    for f in $(find /tmp/repeat -name '*.pgid' 2>/dev/null); do kill -9 -- -"$(cat "$f")" 2>/dev/null; done ;;
   *) echo "usage: device.sh probe|loop [args]"; exit 2 ;;
 esac
