@@ -149,7 +149,7 @@ class DockerSandbox:
         wait_ready(handle, url=url, ready_line=fw.ready_line, health_path=fw.health_path,
                    timeout_s=self.ready_timeout_s, diagnose=fw.diagnose, log_path=log_path)
         return RunningServer(handle, url=url, model=self.model_name if fw.served_name_flag else MODEL_MOUNT,
-                             log_path=log_path)
+                             log_path=log_path, tokenizer_dir=self.model_dir)
 
     def _package_path(self, framework: str) -> str:
         code = (f"import importlib.util; s = importlib.util.find_spec('{_PKG[framework]}'); "

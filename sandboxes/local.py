@@ -69,7 +69,7 @@ class LocalSandbox:
             run_dir=run_dir, model=self.model_name if fw.served_name_flag else str(self.model_dir),
             ready_line=fw.ready_line, health_path=fw.health_path, env=env, host=self.host,
             port=self.port, timeout_s=self.ready_timeout_s, diagnose=fw.diagnose,
-            base_env=self.base_env)
+            base_env=self.base_env, tokenizer_dir=self.model_dir)
 
     def package_dir(self, framework: str) -> Path:
         """Where `python` imports the framework from (without importing it: that is slow)."""

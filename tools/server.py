@@ -164,15 +164,20 @@ def wait_ready(handle: Handle, *, url: str, ready_line: str | None, health_path:
 class RunningServer:
     """`tools.protocols.Server` over a handle."""
 
-    def __init__(self, handle: Handle, *, url: str, model: str, log_path: Path | None = None):
+    def __init__(self, handle: Handle, *, url: str, model: str, log_path: Path | None = None,
+                 tokenizer_dir: Path | None = None):
         self.handle, self.url, self.model, self.log_path = handle, url, model, log_path
+        self.tokenizer_dir = tokenizer_dir  # the served model's tokenizer: exact prompt token counts
         self._client = None
 
     @property
     def client(self):
         if self._client is None:
             from tools.bench.client import OpenAIClient
-            self._client = OpenAIClient(self.url, self.model)
+            from tools.bench.prompts import PromptMaker, load_tokenizer
+            tok = self.tokenizer_dir
+            maker = PromptMaker(load_tokenizer(tok)) if tok and (Path(tok) / "tokenizer.json").is_file() else None
+            self._client = OpenAIClient(self.url, self.model, prompts=maker)
         return self._client
 
     def log_text(self) -> str:
@@ -199,7 +204,7 @@ def launch_process(argv_for_port: Callable[[int], list[str]], *, run_dir: Path, 
                    env: dict[str, str] | None = None, host: str = "127.0.0.1", port: int | None = None,
                    timeout_s: float = 900.0, diagnose: Callable[[str], list[Diagnosis]] = default_diagnose,
                    attempts: int = 3, cwd: Path | None = None,
-                   base_env: dict[str, str] | None = None) -> RunningServer:
+                   base_env: dict[str, str] | None = None, tokenizer_dir: Path | None = None) -> RunningServer:
     """Start `argv_for_port(port)` as a local process group and wait until it serves.
     A requested port that is taken is replaced by a free one; a launch that dies because its
     port was grabbed meanwhile is retried on another port."""
@@ -218,5 +223,5 @@ def launch_process(argv_for_port: Callable[[int], list[str]], *, run_dir: Path, 
             if attempt + 1 < attempts and any(s in e.excerpt for s in _PORT_TAKEN):
                 continue
             raise
-        return RunningServer(handle, url=url, model=model, log_path=log_path)
+        return RunningServer(handle, url=url, model=model, log_path=log_path, tokenizer_dir=tokenizer_dir)
     raise AssertionError("unreachable")

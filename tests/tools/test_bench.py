@@ -188,3 +188,16 @@ def test_agent_bench_duration_sets_requests_per_rate(mock, capsys):
     res = json.loads(out)
     assert [p["n"] for p in res["sweep"]] == [6, 15] and res["single_stream_tok_s"] is None
     assert res["workload"]["exact_prompts"] is False
+
+
+def test_client_fills_missing_prompts_distinct_per_run_with_shared_prefixes(tok_dir):
+    specs = schedule(Workload(input_len=40, output_len=2, prefix_hit=0.5, prefix_groups=2), n=4, rate=None)
+    c = OpenAIClient("http://127.0.0.1:1", "m")  # no tokenizer: word prompts of the right length
+    a, b = c.fill(specs), c.fill(specs)
+    assert all(len(s.prompt.split()) == 40 for s in a)
+    assert len({s.prompt for s in a + b}) == 8  # never one repeated text, not even across runs
+    assert a[0].prompt.split()[:20] == b[2].prompt.split()[:20] != a[1].prompt.split()[:20]
+    exact = OpenAIClient("http://127.0.0.1:1", "m", prompts=PromptMaker(load_tokenizer(tok_dir)))
+    assert [len(exact.prompts.tok.encode(s.prompt).ids) for s in exact.fill(specs)] == [40] * 4
+    given = [RequestSpec(id=0, input_tokens=3, output_tokens=1, prompt="keep me")]
+    assert c.fill(given)[0].prompt == "keep me"

@@ -33,7 +33,16 @@ def test_launch_serves_under_the_model_name_with_flags_and_moe_env(tmp_path, fak
         assert (tmp_path / "run" / "moe_configs" / cfg.name).exists()
         texts = __import__("asyncio").run(s.client.complete(["a", "b"], max_tokens=3))
         assert texts == ["tok tok tok "] * 2
+        assert s.client.prompts is None  # no tokenizer.json in this model dir: approximate prompts
     assert sb.elapsed_s() > 0
+
+
+def test_client_counts_prompt_tokens_with_the_served_models_tokenizer(tmp_path, fake_python):
+    from toolhelpers_tok import make_tokenizer_dir
+    model = make_tokenizer_dir(tmp_path / "tokmodel")
+    sb = LocalSandbox(model, python=fake_python, ready_timeout_s=30)
+    with sb.launch(Candidate(framework="vllm"), tmp_path / "run") as s:
+        assert s.client.prompts.exact
 
 
 def test_sglang_and_atom_launch(tmp_path, fake_python):

@@ -20,13 +20,9 @@ from tools.bench.records import RequestRecord, RequestSpec
 from tools.bench.sse import Pool
 
 
-def _filler(n: int) -> str:
-    return " ".join(["hello"] * max(n, 1))  # only when a spec carries no prompt text
-
-
 class OpenAIClient:
     def __init__(self, url: str, model: str, *, timeout_s: float = 3600.0, api_key: str | None = None,
-                 progress=None, ignore_eos: bool = True, lean: bool = True):
+                 progress=None, ignore_eos: bool = True, lean: bool = True, prompts=None):
         self.url = url.rstrip("/")
         self.model = model
         # vLLM/sglang take `ignore_eos`; servers that answer 422 to fields outside OpenAI's schema
@@ -36,6 +32,12 @@ class OpenAIClient:
         self.timeout = httpx.Timeout(timeout_s, connect=10.0)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.progress = progress  # callable(record) after each request, e.g. a tqdm update
+        # Fills specs that carry no prompt text (callers that only schedule token counts, like the
+        # loop's measurement): a tools.bench.prompts.PromptMaker, exact with the served model's
+        # tokenizer; without one, approximate word prompts. Never one repeated text: identical
+        # prompts would hit the prefix cache and overstate throughput.
+        self.prompts = prompts
+        self._fills = 0
 
     # -- checks ----------------------------------------------------------------------------
     def check(self) -> list[str]:
@@ -63,6 +65,7 @@ class OpenAIClient:
         """Send each spec at its arrival_s (or keep `concurrency` in flight); one record each."""
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        specs = self.fill(specs)
         n_conn = concurrency or len(specs)
         async with self._http(n_conn) as http:
             # Plain http: the lean SSE reader (tools/bench/sse.py) keeps the generator off the
@@ -89,6 +92,17 @@ class OpenAIClient:
                 if isinstance(transport, Pool):
                     transport.close()
 
+    def fill(self, specs: list[RequestSpec]) -> list[RequestSpec]:
+        """Specs with prompt texts; fresh unique parts per call, shared prefixes per group."""
+        if all(s.prompt is not None for s in specs):
+            return specs
+        if self.prompts is None:
+            from tools.bench.prompts import PromptMaker
+            self.prompts = PromptMaker(None)
+        self._fills += 1
+        filled = self.prompts.prompts(specs, seed=7919 * self._fills)
+        return [s if s.prompt is not None else f for s, f in zip(specs, filled)]
+
     async def _events_httpx(self, http: httpx.AsyncClient, body: dict):
         async with http.stream("POST", self.url + "/v1/completions", json=body) as r:
             if r.status_code != 200:
@@ -99,7 +113,7 @@ class OpenAIClient:
                     yield line[5:].strip().encode()
 
     async def _one(self, transport, s: RequestSpec, t0: float) -> RequestRecord:
-        body = {"model": self.model, "prompt": s.prompt if s.prompt is not None else _filler(s.input_tokens),
+        body = {"model": self.model, "prompt": s.prompt,
                 "max_tokens": s.output_tokens, "stream": True, "temperature": 0.0,
                 "stream_options": {"include_usage": True}}
         if self.ignore_eos:
