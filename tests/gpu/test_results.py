@@ -51,3 +51,55 @@ def test_offline_variants_measured_each_experts_implementation():
     assert "kernels" in v["experts deepgemm"]["error"]  # not installable there: no search choice for it
     assert v["experts eager"]["experts_implementation"] == "eager"
     assert v["experts eager"]["batch64_tok_s"] < v["reference grouped_mm/sdpa/bf16"]["batch64_tok_s"]
+
+
+RUNS = ("h200-glm52-mini", "h200-glm45-mini")
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_recorded_run_kept_a_gain_and_reverted_a_loss(run):
+    ledger = _json(RESULTS / run / "ledger.json")
+    result = _json(RESULTS / run / "result.json")
+    trials = ledger["trials"]
+    measured = [t for t in trials if t["measurements"]]
+    assert len(measured) >= 4  # the real server launched and was measured several times
+    assert all(t["candidate"]["framework"] == "transformers" for t in trials)
+    kept = [t for t in trials if t["verdict"] == "kept" and t["id"] != trials[0]["id"]]
+    assert kept, "no change kept"
+    floor = ledger["config"]["gate"]["noise_floor"] * ledger["config"]["gate"]["clear_mult"]
+    assert all(t["numbers"]["gain"] > floor for t in kept)
+    reverted = [t for t in trials if t["verdict"] == "reverted"]
+    assert reverted and all(t["numbers"]["candidate_median"] < t["numbers"]["incumbent_median"] for t in reverted)
+    # the recorded best is the last kept trial, and its numbers are the ledger's
+    best = result["best"]
+    assert best["trial"] == kept[-1]["id"]
+    assert best["knee_tok_s"] == pytest.approx(kept[-1]["measurements"][0]["data"]["knee_tok_s"])
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_experts_implementation_was_chosen_by_measurement(run):
+    trials = _json(RESULTS / run / "ledger.json")["trials"]
+    tried = {t["candidate"]["flags"].get("--experts-implementation"): t["verdict"] for t in trials
+             if "--experts-implementation" in t["candidate"]["flags"]}
+    assert {"batched_mm", "eager"} <= set(tried)  # both alternatives to the grouped_mm default
+    assert all(v in ("kept", "reverted", "failed") for v in tried.values())
+
+
+def test_repeat_measured_the_noise_of_the_kept_gain():
+    rep = _json(RESULTS / "h200-glm52-mini" / "repeat.json")
+    base = [r["knee_tok_s"] for r in rep["rows"] if r["trial"] == 1] + [rep["recorded"]["1"][0]["knee_tok_s"]]
+    cand = [r["knee_tok_s"] for r in rep["rows"] if r["trial"] == 3] + [rep["recorded"]["3"][0]["knee_tok_s"]]
+    spread = (max(base) - min(base)) / min(base)
+    assert len(base) >= 3 and spread < 0.05
+    assert min(cand) > max(base) * (1 + 3 * spread)  # separated, by more than the measured spread
+
+
+def test_estimate_error_is_computed_from_the_recorded_runs():
+    est = _json(RESULTS / "estimate_vs_measured.json")
+    for run in RUNS:
+        res = _json(RESULTS / run / "result.json")
+        row = est["runs"][run]
+        assert row["measured"]["best"]["knee_tok_s"] == pytest.approx(res["best"]["knee_tok_s"])
+        e = row["estimate"]["vllm"]["knee_vs_measured_best"]
+        assert e["ratio"] == pytest.approx(e["estimate"] / res["best"]["knee_tok_s"])
+        assert row["batch1_step_floor_ms"] < min(row["measured_single_stream_ms_per_token"].values())
