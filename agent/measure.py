@@ -2,14 +2,14 @@
 rate, where the knee search starts, and what one measurement records for decide.py.
 
 The mechanics (schedule, load, summaries, knee search, single stream) are tools.bench.sweep's,
-the same code `agent bench` runs, so both grounds and both commands measure alike.
+the same code `agent bench` runs, so both grounds and both commands measure alike; an HTTP
+client fills prompt texts itself (tools.bench.client: exact token counts, distinct per run).
 """
 from __future__ import annotations
 
 import asyncio
 import math
-from functools import lru_cache, partial
-from pathlib import Path
+from functools import partial
 from typing import Protocol
 
 from agent.config import Measure, RunConfig
@@ -23,22 +23,6 @@ class EvalSuite(Protocol):
     def run(self, client, *, limit: int, seed: int) -> dict[str, list[int]]: ...
 
 
-@lru_cache(maxsize=4)
-def _maker(model_path: str | None):
-    from tools.bench.prompts import PromptMaker, load_tokenizer
-    tok = model_path and Path(model_path, "tokenizer.json").is_file()
-    return PromptMaker(load_tokenizer(model_path) if tok else None)
-
-
-def prompt_fn(server, cfg: RunConfig):
-    """Prompt texts for a server reached over HTTP (exact token counts from the checkpoint's own
-    tokenizer when it has one): identical filler would hit the prefix cache and flatter the server.
-    An in-process client (the simulator) reads the token counts from the specs and needs none."""
-    if getattr(server, "url", None) is None:
-        return None
-    return _maker(cfg.target.model_path).prompts
-
-
 def requests_at(m: Measure, rate: float) -> int:
     """Enough requests for `rate` to reach steady state over the measured duration."""
     return max(m.requests_per_point, math.ceil(rate * m.duration_s))
@@ -47,16 +31,14 @@ def requests_at(m: Measure, rate: float) -> int:
 def bench(server, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
     """One measurement of the running server, as the plain JSON decide.py reads."""
     m, slo, client = cfg.measure, cfg.slo.ttft_p95_s, server.client
-    fill = prompt_fn(server, cfg)
     if m.warmup:  # never measure a cold server (first compiled shapes, empty caches)
-        asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup, seed=seed + 10_000,
-                              prompt_fn=fill))
+        asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup, seed=seed + 10_000))
     points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=partial(requests_at, m),
                                      start_rps=m.start_rps, growth=m.growth, refine=m.bisect_steps,
-                                     max_points=m.max_points, seed=seed, prompt_fn=fill))
+                                     max_points=m.max_points, seed=seed))
     k = knee(points, slo)
     single, _ = asyncio.run(run_point(client, m.single_stream, n=m.single_stream_requests, concurrency=1,
-                                      seed=seed + 1000, prompt_fn=fill))
+                                      seed=seed + 1000))
     return {"knee_tok_s": k.tok_s if k else None, "knee_rps": k.rps if k else None,
             "knee_ttft_p95_s": k.ttft_p95_s if k else None,
             "single_stream_tok_s": single.tok_s if single.success > 0 else None, "gpus": gpus,

@@ -1,11 +1,11 @@
 """The loop measures through tools.bench.sweep: the knee search finds a capacity it was not told,
-walks down when even the first rate breaks, and servers reached over HTTP get real prompt texts."""
+walks down when even the first rate breaks; one measurement records knee, single stream and sweep."""
 import asyncio
 from types import SimpleNamespace
 
 import pytest
 
-from agent.measure import bench, prompt_fn
+from agent.measure import bench
 from tests.agent.conftest import small_config
 from tests.agent.fakes import FakeClient
 from tools.bench.metrics import knee, meets_slo
@@ -47,13 +47,3 @@ def test_bench_records_knee_single_stream_and_sweep():
     assert d["knee_rps"] == pytest.approx(max(p["rps"] for p in d["sweep"] if p["ttft_p95_s"] <= 5.0))
     assert d["single_stream_tok_s"] == pytest.approx(20 / (0.5 + 20 / 40.0), rel=0.05)  # TTFT 0.5 s + decode
     assert d["gpus"] == 8 and d["usd_per_gpu_h"] == 2.0 and d["evals"] is None
-
-
-def test_http_servers_get_prompt_texts_in_process_ones_do_not(tmp_path):
-    cfg = small_config()
-    assert prompt_fn(SimpleNamespace(url=None), cfg) is None
-    fill = prompt_fn(SimpleNamespace(url="http://127.0.0.1:1"), cfg)
-    from tools.bench.workload import schedule
-    specs = fill(schedule(W, n=3, rate=1.0, seed=0), seed=0, prefix_seed=0)
-    assert all(s.prompt and len(s.prompt.split()) == 100 for s in specs)
-    assert len({s.prompt for s in specs}) == 3  # distinct texts: no accidental prefix-cache hits
