@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.errors import BadInput
+from agent.planners.base import PHASES
 from tools.frameworks import EXTRA, NAMES
 from tools.models import PRECISIONS
 from tools.protocols import DIAGNOSIS_KINDS
@@ -31,7 +32,6 @@ FRAMEWORKS = NAMES + EXTRA  # a playbook may record a run on transformers serve 
 
 VERSION = 1
 STEP_KINDS = ("framework", "weights", "flags", "env", "patch", "moe_tune", "parallel")
-PHASES = ("framework", "precision", "speculative", "flags", "parallel", "moe")
 MAX_BYTES = 1_000_000
 # Values a template may name: model-card fields and hardware facts (nothing else is reachable).
 CARD_VARS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "n_routed_experts",
@@ -44,7 +44,8 @@ CATALOGUE = {"mtp_prefix_alias": {"layer"}, "rocm_include_guard": {"file", "head
 SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|xox[bp]-|AKIA)[A-Za-z0-9_-]{8,}")
 
-Template = int | float | bool | str | None
+# dict/list: JSON-valued flags such as vLLM's --speculative-config
+Template = int | float | bool | str | dict | list | None
 
 
 class PlaybookError(BadInput):
@@ -68,7 +69,13 @@ def safe_relpath(p: str, field: str = "path") -> str:
 
 
 def _check_template(v: Template, where: str) -> Template:
-    if isinstance(v, str):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _check_template(x, f"{where}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _check_template(x, f"{where}[{i}]")
+    elif isinstance(v, str):
         for m in TEMPLATE.finditer(v):
             if m.group(1) not in CARD_VARS + HW_VARS:
                 raise ValueError(f"{where}: template names {m.group(1)!r}; allowed: "
@@ -193,7 +200,7 @@ class Evidence(_M):
 class Step(_M):
     id: str = Field(pattern=r"^s\d{2,3}$")
     kind: Literal["framework", "weights", "flags", "env", "patch", "moe_tune", "parallel"]
-    phase: Literal["framework", "precision", "speculative", "flags", "parallel", "moe"]
+    phase: Literal[PHASES]
     description: str = Field("", max_length=500)
     baseline: bool = False  # the starting point every later step is measured against
     when: When = When()

@@ -18,6 +18,10 @@ def render(value, vars: dict[str, int]):
     """`{name}` / `{name//k}` / `{name*k}` / `{name+k}` / `{name-k}` -> the number (a string that is
     exactly one placeholder becomes an int); anything else passes through. No eval, ever."""
     from agent.playbook import TEMPLATE
+    if isinstance(value, dict):  # JSON-valued flags (vLLM's --speculative-config)
+        return {k: render(v, vars) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render(v, vars) for v in value]
     if not isinstance(value, str):
         return value
 

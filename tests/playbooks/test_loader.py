@@ -86,3 +86,16 @@ def test_shipped_playbooks_validate():
         pbm.load(f)
     if not files:
         pytest.skip("no playbook shipped yet")
+
+
+def test_json_valued_flags_load_validate_and_render():
+    # vLLM's --speculative-config is a JSON object; a kept step with it must record and replay.
+    from agent.playbook_adapt import render
+    d = valid()
+    d["steps"][1]["flags"] = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": "{mtp_layers*3}"}}
+    pb = pbm.parse(d)
+    assert pbm.loads(pbm.dumps(pb)) == pb
+    assert render(pb.steps[1].flags["--speculative-config"], {"mtp_layers": 1}) == \
+        {"method": "mtp", "num_speculative_tokens": 3}
+    d["steps"][1]["flags"] = {"--speculative-config": {"method": "{os.system}"}}
+    assert "steps[1].flags" in refused(d)
