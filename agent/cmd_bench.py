@@ -16,7 +16,7 @@ import typer
 from agent.errors import BadInput
 
 
-def _floats(text: str, what: str) -> list[float]:
+def positive_floats(text: str, what: str) -> list[float]:
     try:
         vals = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -66,8 +66,8 @@ def bench(
 
     if bool(rates) == bool(concurrency):
         raise BadInput("give exactly one of --rates or --concurrency")
-    rate_list = _floats(rates, "--rates") if rates else None
-    conc_list = [int(c) for c in _floats(concurrency, "--concurrency")] if concurrency else None
+    rate_list = positive_floats(rates, "--rates") if rates else None
+    conc_list = [int(c) for c in positive_floats(concurrency, "--concurrency")] if concurrency else None
     if duration and conc_list:
         raise BadInput("--duration applies to --rates; use --num-prompts with --concurrency")
     maker = PromptMaker(load_tokenizer(tokenizer) if tokenizer else None)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 
+from agent.cmd_bench import positive_floats
 from agent.errors import BadInput
 from tools import frameworks
 from tools.candidate import Candidate, Parallel
@@ -117,15 +118,7 @@ def _table(out: dict) -> str:
 
 
 def _rates(text: str | None) -> list[float] | None:
-    if not text:
-        return None
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"--rates takes comma-separated numbers, got {text!r}") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise BadInput(f"--rates must be positive numbers, got {text!r}")
-    return vals
+    return positive_floats(text, "--rates") if text else None
 
 
 def register(app: typer.Typer) -> None:

@@ -5,8 +5,8 @@ kebab or snake case. No `--quantization`: the method is read from the checkpoint
 """
 from __future__ import annotations
 
-from tools.candidate import Candidate
 from tools.frameworks.base import F, Framework
+from tools.frameworks.vllm import VLLM
 
 
 class Atom(Framework):
@@ -40,16 +40,6 @@ class Atom(Framework):
         F("--trust-remote-code", "bool"),
     ]
 
-    def parallel_args(self, c: Candidate) -> list[str]:
-        p = c.parallel
-        out: list[str] = []
-        if p.tp > 1:
-            out += ["--tensor-parallel-size", str(p.tp)]
-        if p.dp > 1:
-            out += ["--data-parallel-size", str(p.dp)]
-        if p.ep:
-            out.append("--enable-expert-parallel")
-        return out
-
-    def parallel_flag_names(self) -> set[str]:
-        return {"--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel"}
+    # ATOM takes vLLM's parallel flags (it is a vLLM-like engine)
+    parallel_args = VLLM.parallel_args
+    parallel_flag_names = VLLM.parallel_flag_names
