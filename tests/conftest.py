@@ -75,3 +75,18 @@ def testbed(request) -> Testbed:
                 raise
     return Testbed(root=base, python=paths.venv_python(base), model_dir=paths.model_dir(base),
                    model_name=paths.MODEL_NAME)
+
+
+@pytest.fixture
+def agent(capsys):
+    """Run the `agent` CLI in-process: agent("optimize", ...) -> returncode, stdout, stderr."""
+    from types import SimpleNamespace
+
+    from agent.cli import main
+
+    def run(*args):
+        with pytest.raises(SystemExit) as e:
+            main(list(args))
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=e.value.code, stdout=out.out, stderr=out.err)
+    return run

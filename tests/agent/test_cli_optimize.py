@@ -1,19 +1,7 @@
 """Bad input to `agent optimize` and the run commands: one clear line, exit code 2."""
-from types import SimpleNamespace
 
 import pytest
 
-from agent.cli import main
-
-
-@pytest.fixture
-def agent(capsys):
-    def run(*args):
-        with pytest.raises(SystemExit) as e:
-            main(list(args))
-        out = capsys.readouterr()
-        return SimpleNamespace(returncode=e.value.code, stdout=out.out, stderr=out.err)
-    return run
 
 
 @pytest.mark.parametrize("args,words", [

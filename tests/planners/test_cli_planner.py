@@ -1,23 +1,11 @@
 """`agent optimize --planner builtin|llm|hybrid [--llm-model M]`: bad choices exit 2 with one clear line."""
-from types import SimpleNamespace
 
 import pytest
 
-from agent.cli import main
 from agent.config import RunConfig, Target
 from agent.planners.builtin import BuiltinPlanner
 from agent.planners.hybrid import HybridPlanner, make_planner
 from agent.planners.llm import LLMPlanner
-
-
-@pytest.fixture
-def agent(capsys):
-    def run(*args):
-        with pytest.raises(SystemExit) as e:
-            main(list(args))
-        out = capsys.readouterr()
-        return SimpleNamespace(returncode=e.value.code, stdout=out.out, stderr=out.err)
-    return run
 
 
 @pytest.mark.parametrize("extra,words", [
