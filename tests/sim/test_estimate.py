@@ -5,28 +5,13 @@ import asyncio
 import pytest
 
 from sandboxes.sim.estimate import estimate
-from tools.bench.records import RequestRecord
+from tests.fake_clients import CapacityClient as _Capacity
 from tools.bench.workload import Workload
 
 
-class CapacityClient:
+def CapacityClient(cap):
     """A server that serves `cap` requests/s: below it TTFT is 0.2 s, above it the queue grows."""
-
-    def __init__(self, cap: float):
-        self.cap = cap
-
-    async def run(self, specs, *, concurrency=None):
-        out, free = [], 0.0
-        for s in specs:
-            start = max(s.arrival_s, free)
-            free = start + 1.0 / self.cap
-            first = start + 0.2
-            out.append(RequestRecord(id=s.id, send_s=s.arrival_s, first_token_s=first, end_s=first + 1.0,
-                                     input_tokens=s.input_tokens, output_tokens=s.output_tokens, ok=True))
-        return out
-
-    async def complete(self, prompts, *, max_tokens=256, temperature=0.0, seed=0):
-        return ["" for _ in prompts]
+    return _Capacity(cap, ttft_s=0.2, decode_s=1.0)
 
 
 @pytest.mark.parametrize("cap", [0.8, 3.0])

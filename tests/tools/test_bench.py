@@ -2,7 +2,6 @@
 the sweep over a fake Client, and `agent bench` end to end (including bad input -> exit 2)."""
 import asyncio
 import json
-import sys
 
 import pytest
 
@@ -11,11 +10,12 @@ from agent.errors import BadInput
 from tools.bench.client import OpenAIClient
 from tools.bench.metrics import summarize
 from tools.bench.prompts import PromptMaker, load_tokenizer
-from tools.bench.records import RequestRecord, RequestSpec
+from tools.bench.records import RequestSpec
 from tools.bench.sweep import sweep
 from tools.bench.workload import Workload, schedule
 from tools.protocols import Client
 from tools.server import launch_process
+from tests.fake_clients import CapacityClient
 from toolhelpers import mock_argv
 from toolhelpers_tok import make_tokenizer_dir
 
@@ -100,36 +100,17 @@ def test_complete_returns_texts_in_order(mock):
     assert asyncio.run(c.complete(["p1"], max_tokens=2)) == [""] and "404" in c.errors[0]
 
 
-class QueueClient:
-    """A fake Client: one server that serves `cap` req/s; TTFT grows once the rate exceeds it."""
-
-    def __init__(self, cap: float):
-        self.cap, self.calls = cap, []
-
-    async def run(self, specs, *, concurrency=None):
-        self.calls.append((len(specs), concurrency))
-        out, free_at = [], 0.0
-        for s in specs:
-            start = max(s.arrival_s, free_at)
-            free_at = start + 1.0 / self.cap
-            first = start + 0.1
-            out.append(RequestRecord(id=s.id, send_s=s.arrival_s, first_token_s=first, end_s=first + 0.5,
-                                     input_tokens=s.input_tokens, output_tokens=s.output_tokens, ok=True))
-        return out
-
-    async def complete(self, prompts, *, max_tokens=256, temperature=0.0, seed=0):
-        return [""] * len(prompts)
 
 
 def test_sweep_finds_the_knee_and_stops_after_the_break():
     w = Workload(input_len=10, output_len=10, prefix_hit=0.0)
-    c = QueueClient(cap=20.0)
+    c = CapacityClient(cap=20.0)
     res = asyncio.run(sweep(c, w, ttft_slo_s=0.5, rates=[40, 1, 2, 80], n=200, single_stream_n=2))
     assert [p.offered_rps for p in res.sweep] == [1, 2, 40, 80]
     assert res.sweep[0].ttft_p95_s < 0.5 < res.sweep[2].ttft_p95_s
     assert res.knee is not None and res.knee.rps == res.sweep[1].rps
     assert res.single_stream_tok_s > 0 and c.calls[-1] == (2, 1)
-    c2 = QueueClient(cap=20.0)
+    c2 = CapacityClient(cap=20.0)
     res2 = asyncio.run(sweep(c2, w, ttft_slo_s=0.5, rates=[1, 2, 40, 80], n=lambda r: int(r * 5),
                              stop_after_break=True, repeats=3))
     assert [p.offered_rps for p in res2.sweep] == [1, 2, 40]
@@ -138,11 +119,11 @@ def test_sweep_finds_the_knee_and_stops_after_the_break():
 
 
 def test_sweep_over_concurrency_and_bad_arguments():
-    res = asyncio.run(sweep(QueueClient(100.0), Workload(input_len=5, output_len=5), ttft_slo_s=1.0,
+    res = asyncio.run(sweep(CapacityClient(100.0), Workload(input_len=5, output_len=5), ttft_slo_s=1.0,
                             concurrencies=[4, 1], n=8))
     assert [p.concurrency for p in res.sweep] == [1.0, 4.0]
     with pytest.raises(ValueError):
-        asyncio.run(sweep(QueueClient(1.0), Workload(), ttft_slo_s=1.0))
+        asyncio.run(sweep(CapacityClient(1.0), Workload(), ttft_slo_s=1.0))
 
 
 def _cli(capsys, *args):
