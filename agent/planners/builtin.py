@@ -24,8 +24,8 @@ SPEC_DEPTHS = (3, 5)  # the common MTP depth, then a deeper draft
 class BuiltinPlanner:
     name = "builtin"
 
-    def __init__(self, *, search_trials: int = 6, screen_choices: int = 3, fixes=None):
-        self.search_trials = search_trials
+    def __init__(self, *, search_trials: int = 6, patience: int = 3, screen_choices: int = 3, fixes=None):
+        self.search_trials, self.patience = search_trials, patience
         self.screen_choices = screen_choices
         # The fix catalogue (fixes.fixes_for's signature); injectable so a run or a test can use a
         # smaller or larger catalogue without patching the module.
@@ -171,8 +171,10 @@ class BuiltinPlanner:
         if inc is None:
             return
         fw = frameworks.get(inc.framework)
+        vendor = getattr(ctx.hw, "vendor", None)
         tunable = {n: s for n, s in fw.flags.items() if s.search and not any(w in n for w in SPEC_WORDS)
-                   and n not in fw.parallel_flag_names()}
+                   and n not in fw.parallel_flag_names() and (not s.vendors or vendor in s.vendors)}
+        runs = [t for t in ctx.trials if t["phase"] == "flags"]
         for name, s in tunable.items():  # screen: one categorical / switch flag at a time
             if "choices" not in s.search:
                 continue
@@ -183,17 +185,22 @@ class BuiltinPlanner:
             if len(tries) >= self.screen_choices and not any(t["verdict"] == "kept" for t in tries):
                 continue
             cur = inc.flags.get(name, s.default)
-            screened = {repr(t["candidate"]["flags"].get(name)) for t in ctx.trials
-                        if t["phase"] == "flags" and not t["proposal"].get("params")}
+            # Settings measured already: those screened, and those they were measured against (a
+            # kept switch is not screened back to the value it just beat).
+            screened = {repr(f.get(name, s.default)) for t in runs if not t["proposal"].get("params")
+                        for f in (t["candidate"]["flags"], _flags_of(ctx, t["incumbent_id"]))}
             for choice in [c for c in s.search["choices"] if c != cur and not (cur is None and c is False)
                            and repr(c) not in screened][:self.screen_choices]:
                 c = _set_flag(inc, name, choice, s.default)
                 yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
         dists = search.distributions(numeric)
-        hist = [(t["proposal"]["params"], _objective(ctx, t)) for t in ctx.trials
-                if t["phase"] == "flags" and t["proposal"].get("params")]
-        if not dists or len(hist) >= self.search_trials:
+        found = [t for t in runs if t["proposal"].get("params")]
+        hist = [(t["proposal"]["params"], _objective(ctx, t)) for t in found]
+        # A search that has not beaten the incumbent in `patience` launches in a row has stalled:
+        # the launches are worth more in the next phase (the hybrid planner asks the LLM here).
+        since = len(found) - max((i + 1 for i, t in enumerate(found) if t["verdict"] == "kept"), default=0)
+        if not dists or len(hist) >= self.search_trials or since >= self.patience:
             return
         tried = {search.key(p) for p, _ in hist}
         params = search.ask(dists, hist, seed=int(getattr(ctx.config, "seed", 0)), tried=tried)
@@ -312,6 +319,11 @@ def _set_flag(c: Candidate, name: str, value, default) -> Candidate:
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
     return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c.model_dump(mode="json"))
+
+
+def _flags_of(ctx: PlanContext, trial_id: int | None) -> dict:
+    t = next((t for t in ctx.trials if t["id"] == trial_id), None)
+    return t["candidate"]["flags"] if t else {}
 
 
 def _objective(ctx: PlanContext, t: dict) -> float | None:

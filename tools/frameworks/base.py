@@ -30,6 +30,9 @@ class FlagSpec(BaseModel):
     # The range worth tuning ({"low", "high", "log"} or {"choices": [...]}); None: not a knob.
     search: dict | None = None
     negatable: bool = False  # argparse.BooleanOptionalAction: `--no-<name>` sets it False
+    # Hardware vendors on which the knob does anything (aiter is ROCm-only); None: every vendor.
+    # The CLI accepts it everywhere; a planner need not spend a launch on a no-op.
+    vendors: list[str] | None = None
 
     @property
     def display(self) -> str:
@@ -54,10 +57,10 @@ class FlagError(ValueError):
 
 def F(name: str, type: FlagType = "str", *aliases: str, choices: list | None = None,
       default: Any = None, help: str = "", search: dict | None = None,
-      negatable: bool = False) -> FlagSpec:
+      negatable: bool = False, vendors: list[str] | None = None) -> FlagSpec:
     """Compact constructor for the framework tables."""
     return FlagSpec(name=name, aliases=list(aliases), type=type, choices=choices, default=default,
-                    help=help, search=search, negatable=negatable)
+                    help=help, search=search, negatable=negatable, vendors=vendors)
 
 
 def _looks_negative_number(s: str) -> bool:

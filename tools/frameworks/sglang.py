@@ -56,7 +56,7 @@ class SGLang(Framework):
         F("--disable-cuda-graph", "bool"),
         F("--attention-backend", "str", choices=ATTENTION_BACKENDS),
         F("--moe-runner-backend", "str", choices=MOE_RUNNER_BACKENDS, default="auto"),
-        F("--enable-aiter-allreduce-fusion", "bool", search={"choices": [False, True]}),
+        F("--enable-aiter-allreduce-fusion", "bool", search={"choices": [False, True]}, vendors=["amd"]),
         F("--enable-torch-compile", "bool"),
         F("--enable-mixed-chunk", "bool"),
         F("--disable-overlap-schedule", "bool"),
