@@ -66,7 +66,14 @@ def result(led: Ledger, run_dir: Path) -> dict:
             "best": _summary(led, led.trial(inc), objective) if inc else None,
             "patches": [{k: p[k] for k in ("id", "fix", "framework", "status", "decided_by", "reason", "files")}
                         for p in led.patches()],
-            "trials": rows}
+            "llm": _llm_use(led), "trials": rows}
+
+
+def _llm_use(led: Ledger) -> dict | None:
+    """What the LLM planner spent (None: it was never called)."""
+    from agent.planners.llm import usage
+    u = usage(led.events())
+    return u if u["decisions"] else None
 
 
 def launch_sh(best: dict, model: str, hw) -> str:
@@ -189,6 +196,11 @@ def markdown(res: dict, hw, imgs: list[str]) -> str:
     for r in res["trials"]:
         L.append(f"| {r['id']} | {r['phase']} | {r['description']} | {r['verdict']} | "
                  f"{(r['reason'] or '').replace('|', '/')} |")
+    if res.get("llm"):
+        u = res["llm"]
+        cost = f"${u['cost_usd']:.4f}" if u["cost_usd"] is not None else "cost unknown (set INFERLOOP_LLM_PRICE)"
+        L += ["", f"LLM planner: {u['decisions']} decisions, {u['prompt_tokens']:,} prompt + "
+                  f"{u['completion_tokens']:,} completion tokens, {cost}, {u['fallbacks']} fell back to the built-in planner."]
     L += ["", "## Patches", ""] + [f"- {p['id']} ({p['fix']}): {p['status']} by {p['decided_by']}"
                                    + (f" — {p['reason']}" if p["reason"] else "") for p in res["patches"]]
     return "\n".join(L) + "\n"

@@ -87,6 +87,9 @@ def test_hybrid_fixes_a_failure_the_catalogue_does_not_know(tmp_path):
     assert any(f"Inferloop-Patch: {p['id']}" in c.message for c in tree.iter_commits())
     u = usage(led.events())
     assert u["decisions"] >= 1 and u["prompt_tokens"] > 0
+    # The run's outputs say what the LLM spent (no price set here: the cost is unknown, not $0).
+    assert json.loads((d / "result.json").read_text())["llm"] == u
+    assert f"LLM planner: {u['decisions']} decisions" in (d / "report.md").read_text() and u["cost_usd"] is None
     assert any(json.loads(e["message"])["tools"] == ["grep_log", "grep_source", "read_source", "propose_patch"]
                for e in led.events() if e["kind"] == "llm")
 
