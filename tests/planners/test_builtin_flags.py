@@ -1,0 +1,78 @@
+"""The built-in planner's flags phase, driven in memory against a made-up objective (no sandbox):
+it does not spend launches that cannot pay. A numeric search that keeps losing is cut after
+`patience` launches, a kept switch is not screened back to the value it beat, and a flag that acts
+only on another vendor's hardware is not tried."""
+from agent.config import RunConfig, Target
+from agent.planners.base import PlanContext
+from agent.planners.builtin import BuiltinPlanner
+from tools.candidate import Candidate, Parallel
+from tools.hardware import get_hardware
+from tools.models import get_model
+
+NUMERIC = ("--mem-fraction-static", "--max-running-requests", "--max-prefill-tokens", "--cuda-graph-max-bs")
+
+
+def drive(hw: str, value, planner=None, limit=30) -> list[dict]:
+    """Run the planner from a TP8 sglang baseline in the flags phase; value(candidate, n) -> tok/s,
+    n = launches so far. Keep rule: better by more than 2%. Returns the trial rows."""
+    planner = planner or BuiltinPlanner()
+    card, prof = get_model("glm-5.2"), get_hardware(hw)
+    cfg = RunConfig(target=Target(model="glm-5.2", hw=hw))
+    trials, inc, inc_v = [], None, None
+    cand, phase, params = Candidate(framework="sglang", weights="fp8", parallel=Parallel(tp=8)), "flags", {}
+    while len(trials) < limit:
+        v = value(cand, len(trials))
+        keep = inc_v is None or v > inc_v * 1.02
+        tid = len(trials) + 1
+        trials.append({"id": tid, "phase": phase, "kind": "config", "candidate": cand.model_dump(mode="json"),
+                       "incumbent_id": inc, "proposal": {"params": params}, "rationale": rationale if trials else "",
+                       "outcome": "launched", "verdict": "kept" if keep else "reverted", "diagnoses": [],
+                       "reason": "", "value": v})
+        if keep:
+            inc, inc_v = tid, v
+        meas = {t["id"]: [{"role": "candidate", "data": {"knee_tok_s": t["value"]}}] for t in trials}
+        ctx = PlanContext(config=cfg, card=card, hw=prof, trials=trials, measurements=lambda i: meas[i],
+                          incumbent_id=inc, frameworks=("sglang",), source_tree=lambda fw: None)
+        p = planner.propose(ctx)
+        if p.kind != "config":
+            break
+        cand, phase, params, rationale = p.cand(), p.phase, p.params, p.rationale
+    return trials
+
+
+def flat(c, n):  # nothing but fp8 KV helps
+    return 100.0 * (1.5 if c.flags.get("--kv-cache-dtype") == "fp8_e4m3" else 1.0)
+
+
+def searched(trials):
+    return [t for t in trials if t["proposal"]["params"]]
+
+
+def test_a_numeric_search_that_keeps_losing_is_cut_after_patience_launches():
+    trials = drive("mi355x", flat)
+    assert len(searched(trials)) == 3
+    assert any(t["phase"] == "parallel" for t in trials)  # the launches went to the next phase instead
+    assert len(searched(drive("mi355x", flat, BuiltinPlanner(patience=5)))) == 5
+
+
+def test_a_search_that_keeps_winning_runs_to_its_budget():
+    def better_each_time(c, n):
+        return flat(c, n) * (1.1 ** n if any(k in c.flags for k in NUMERIC) else 1.0)
+    assert len(searched(drive("mi355x", better_each_time))) == 6  # search_trials, the cap
+
+
+def test_a_kept_switch_is_not_screened_back_to_the_value_it_beat():
+    def two_switches(c, n):  # a second switch kept after the first makes "first switch off" a new point
+        return flat(c, n) * (1.1 if c.flags.get("--enable-aiter-allreduce-fusion") else 1.0)
+    trials = drive("mi355x", two_switches)
+    kept = next(i for i, t in enumerate(trials) if t["candidate"]["flags"].get("--kv-cache-dtype") == "fp8_e4m3")
+    assert trials[kept]["verdict"] == "kept"
+    later = [t for t in trials[kept + 1:] if t["phase"] == "flags"]
+    assert later and all(t["candidate"]["flags"].get("--kv-cache-dtype") == "fp8_e4m3" for t in later)
+
+
+def test_aiter_flags_are_tried_on_amd_only():
+    aiter = "--enable-aiter-allreduce-fusion"
+    assert any(aiter in t["candidate"]["flags"] for t in drive("mi355x", flat))
+    for hw in ("h200", "b200"):
+        assert not any(aiter in t["candidate"]["flags"] for t in drive(hw, flat))
