@@ -185,12 +185,13 @@ class BuiltinPlanner:
             if len(tries) >= self.screen_choices and not any(t["verdict"] == "kept" for t in tries):
                 continue
             cur = inc.flags.get(name, s.default)
+            wasted = s.defeats[0] if s.defeats and s.defeats[1] in _workload_features(ctx) else object()
             # Settings measured already: those screened, and those they were measured against (a
             # kept switch is not screened back to the value it just beat).
             screened = {repr(f.get(name, s.default)) for t in runs if not t["proposal"].get("params")
                         for f in (t["candidate"]["flags"], _flags_of(ctx, t["incumbent_id"]))}
             for choice in [c for c in s.search["choices"] if c != cur and not (cur is None and c is False)
-                           and repr(c) not in screened][:self.screen_choices]:
+                           and repr(c) not in screened and c != wasted][:self.screen_choices]:
                 c = _set_flag(inc, name, choice, s.default)
                 yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
@@ -319,6 +320,12 @@ def _set_flag(c: Candidate, name: str, value, default) -> Candidate:
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
     return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c.model_dump(mode="json"))
+
+
+def _workload_features(ctx: PlanContext) -> set[str]:
+    """What the benchmark workload relies on that a flag could switch off (FlagSpec.defeats)."""
+    w = getattr(getattr(ctx.config, "measure", None), "workload", None)
+    return {"prefix_reuse"} if w is not None and w.prefix_hit > 0 else set()
 
 
 def _flags_of(ctx: PlanContext, trial_id: int | None) -> dict:

@@ -2,7 +2,7 @@
 them reaches 95% of the best configuration of a defined search space (the best found by measuring
 every point of the space).
 
-    python tests/perf/search_efficiency.py [--seeds 5] [--pairs glm-5.2/mi355x,...] [--out FILE]
+    python tests/perf/search_efficiency.py [--seeds 10] [--pairs glm-5.2/mi355x,...] [--out FILE]
 
 prints ONE JSON line; the recorded result lives beside this file (search_efficiency.json).
 
@@ -268,7 +268,7 @@ def sim_fingerprint() -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--pairs", default=",".join(PAIRS))
     ap.add_argument("--out", default=None, help="also write the JSON line to this file")
     a = ap.parse_args(argv)
@@ -289,6 +289,9 @@ def main(argv=None) -> dict:
     out = {"benchmark": "search_efficiency", "sim": sim, "target_fraction": TARGET, "seeds": a.seeds, "pairs": pairs,
            "builtin_over_grid": [round(r, 3) if r is not None else None for r in ratios],
            "builtin_at_most_tpe": vs_tpe,
+           # TPE's spread over seeds is wide (5-25 launches on glm): the median is the sterner check.
+           "builtin_at_most_tpe_median": [p["builtin"]["median"] is not None and p["tpe"]["median"] is not None
+                                          and p["builtin"]["median"] <= p["tpe"]["median"] for p in pairs],
            "target": "builtin <= grid/5 and builtin <= tpe (mean over the seeds that reached) on every pair",
            "target_met": target, "variant_parallel_first": variant,
            "wall_s": round(time.time() - t0, 1)}

@@ -1,8 +1,9 @@
 """The built-in planner's flags phase, driven in memory against a made-up objective (no sandbox):
 it does not spend launches that cannot pay. A numeric search that keeps losing is cut after
-`patience` launches, a kept switch is not screened back to the value it beat, and a flag that acts
-only on another vendor's hardware is not tried."""
-from agent.config import RunConfig, Target
+`patience` launches, a kept switch is not screened back to the value it beat, a flag that acts
+only on another vendor's hardware is not tried, nor a switch that turns off what the workload relies
+on (the prefix cache, when prompts share prefixes)."""
+from agent.config import THROUGHPUT, RunConfig, Target
 from agent.planners.base import PlanContext
 from agent.planners.builtin import BuiltinPlanner
 from tools.candidate import Candidate, Parallel
@@ -12,12 +13,14 @@ from tools.models import get_model
 NUMERIC = ("--mem-fraction-static", "--max-running-requests", "--max-prefill-tokens", "--cuda-graph-max-bs")
 
 
-def drive(hw: str, value, planner=None, limit=30) -> list[dict]:
+def drive(hw: str, value, planner=None, limit=30, workload=None) -> list[dict]:
     """Run the planner from a TP8 sglang baseline in the flags phase; value(candidate, n) -> tok/s,
     n = launches so far. Keep rule: better by more than 2%. Returns the trial rows."""
     planner = planner or BuiltinPlanner()
     card, prof = get_model("glm-5.2"), get_hardware(hw)
     cfg = RunConfig(target=Target(model="glm-5.2", hw=hw))
+    if workload is not None:
+        cfg = cfg.model_copy(update={"measure": cfg.measure.model_copy(update={"workload": workload})})
     trials, inc, inc_v = [], None, None
     cand, phase, params = Candidate(framework="sglang", weights="fp8", parallel=Parallel(tp=8)), "flags", {}
     while len(trials) < limit:
@@ -76,3 +79,10 @@ def test_aiter_flags_are_tried_on_amd_only():
     assert any(aiter in t["candidate"]["flags"] for t in drive("mi355x", flat))
     for hw in ("h200", "b200"):
         assert not any(aiter in t["candidate"]["flags"] for t in drive(hw, flat))
+
+
+def test_the_prefix_cache_is_not_switched_off_for_a_workload_that_shares_prefixes():
+    off = "--disable-radix-cache"
+    assert THROUGHPUT.prefix_hit > 0 and not any(off in t["candidate"]["flags"] for t in drive("mi355x", flat))
+    unshared = THROUGHPUT.model_copy(update={"prefix_hit": 0.0})
+    assert any(off in t["candidate"]["flags"] for t in drive("mi355x", flat, workload=unshared))

@@ -33,6 +33,9 @@ class FlagSpec(BaseModel):
     # Hardware vendors on which the knob does anything (aiter is ROCm-only); None: every vendor.
     # The CLI accepts it everywhere; a planner need not spend a launch on a no-op.
     vendors: list[str] | None = None
+    # (value, workload feature) where that value switches the feature off: a radix-cache kill switch
+    # defeats prefix reuse, so no launch is spent on it for a workload whose prompts share prefixes.
+    defeats: tuple[Any, str] | None = None
 
     @property
     def display(self) -> str:
@@ -57,10 +60,12 @@ class FlagError(ValueError):
 
 def F(name: str, type: FlagType = "str", *aliases: str, choices: list | None = None,
       default: Any = None, help: str = "", search: dict | None = None,
-      negatable: bool = False, vendors: list[str] | None = None) -> FlagSpec:
+      negatable: bool = False, vendors: list[str] | None = None,
+      defeats: tuple[Any, str] | None = None) -> FlagSpec:
     """Compact constructor for the framework tables."""
     return FlagSpec(name=name, aliases=list(aliases), type=type, choices=choices, default=default,
-                    help=help, search=search, negatable=negatable, vendors=vendors)
+                    help=help, search=search, negatable=negatable, vendors=vendors,
+                    defeats=defeats)
 
 
 def _looks_negative_number(s: str) -> bool:

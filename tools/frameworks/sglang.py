@@ -51,7 +51,7 @@ class SGLang(Framework):
         F("--max-prefill-tokens", "int", default=16384, search={"low": 4096, "high": 65536, "log": True}),
         F("--page-size", "int", default=1),
         F("--context-length", "int"),
-        F("--disable-radix-cache", "bool", search={"choices": [False, True]}),
+        F("--disable-radix-cache", "bool", search={"choices": [False, True]}, defeats=(True, "prefix_reuse")),
         F("--cuda-graph-max-bs", "int", search={"low": 8, "high": 512, "log": True}),
         F("--disable-cuda-graph", "bool"),
         F("--attention-backend", "str", choices=ATTENTION_BACKENDS),
