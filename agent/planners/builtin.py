@@ -190,9 +190,9 @@ class BuiltinPlanner:
             # kept switch is not screened back to the value it just beat).
             screened = {repr(f.get(name, s.default)) for t in runs if not t["proposal"].get("params")
                         for f in (t["candidate"]["flags"], _flags_of(ctx, t["incumbent_id"]))}
-            for choice in [c for c in s.search["choices"] if c != cur and not (cur is None and c is False)
+            for choice in [c for c in s.search["choices"] if c != cur and not (cur is None and c is False and not s.negatable)
                            and repr(c) not in screened and c != wasted][:self.screen_choices]:
-                c = _set_flag(inc, name, choice, s.default)
+                c = _set_flag(inc, name, choice, s.default, negatable=s.negatable)
                 yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
         dists = search.distributions(numeric)
@@ -309,9 +309,9 @@ def _clip(spec, v: int) -> int:
     return max(int(sr.get("low", v)), min(int(sr.get("high", v)), v))
 
 
-def _set_flag(c: Candidate, name: str, value, default) -> Candidate:
-    flags = dict(c.flags)
-    if value == default or value is False or value is None:
+def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) -> Candidate:
+    flags = dict(c.flags)  # False is only worth writing where it turns a default-on switch off
+    if value == default or (value is False and not negatable) or value is None:
         flags.pop(name, None)
     else:
         flags[name] = value

@@ -13,8 +13,8 @@ from tools.models import get_model
 NUMERIC = ("--mem-fraction-static", "--max-running-requests", "--max-prefill-tokens", "--cuda-graph-max-bs")
 
 
-def drive(hw: str, value, planner=None, limit=30, workload=None) -> list[dict]:
-    """Run the planner from a TP8 sglang baseline in the flags phase; value(candidate, n) -> tok/s,
+def drive(hw: str, value, planner=None, limit=30, workload=None, framework="sglang") -> list[dict]:
+    """Run the planner from a TP8 baseline in the flags phase; value(candidate, n) -> tok/s,
     n = launches so far. Keep rule: better by more than 2%. Returns the trial rows."""
     planner = planner or BuiltinPlanner()
     card, prof = get_model("glm-5.2"), get_hardware(hw)
@@ -22,7 +22,7 @@ def drive(hw: str, value, planner=None, limit=30, workload=None) -> list[dict]:
     if workload is not None:
         cfg = cfg.model_copy(update={"measure": cfg.measure.model_copy(update={"workload": workload})})
     trials, inc, inc_v = [], None, None
-    cand, phase, params = Candidate(framework="sglang", weights="fp8", parallel=Parallel(tp=8)), "flags", {}
+    cand, phase, params = Candidate(framework=framework, weights="fp8", parallel=Parallel(tp=8)), "flags", {}
     while len(trials) < limit:
         v = value(cand, len(trials))
         keep = inc_v is None or v > inc_v * 1.02
@@ -35,7 +35,7 @@ def drive(hw: str, value, planner=None, limit=30, workload=None) -> list[dict]:
             inc, inc_v = tid, v
         meas = {t["id"]: [{"role": "candidate", "data": {"knee_tok_s": t["value"]}}] for t in trials}
         ctx = PlanContext(config=cfg, card=card, hw=prof, trials=trials, measurements=lambda i: meas[i],
-                          incumbent_id=inc, frameworks=("sglang",), source_tree=lambda fw: None)
+                          incumbent_id=inc, frameworks=(framework,), source_tree=lambda fw: None)
         p = planner.propose(ctx)
         if p.kind != "config":
             break
@@ -86,3 +86,13 @@ def test_the_prefix_cache_is_not_switched_off_for_a_workload_that_shares_prefixe
     assert THROUGHPUT.prefix_hit > 0 and not any(off in t["candidate"]["flags"] for t in drive("mi355x", flat))
     unshared = THROUGHPUT.model_copy(update={"prefix_hit": 0.0})
     assert any(off in t["candidate"]["flags"] for t in drive("mi355x", flat, workload=unshared))
+
+
+def test_a_default_on_switch_is_screened_off_with_its_no_form():
+    from tools.frameworks import get
+    unshared = THROUGHPUT.model_copy(update={"prefix_hit": 0.0})
+    off = [t for t in drive("h200", flat, framework="vllm", workload=unshared)
+           if t["candidate"]["flags"].get("--enable-prefix-caching") is False]
+    assert len(off) == 1  # and never "on", which it is already
+    assert "--no-enable-prefix-caching" in get("vllm").flag_args(off[0]["candidate"]["flags"])
+    assert not any("--enable-prefix-caching" in t["candidate"]["flags"] for t in drive("h200", flat, framework="vllm"))

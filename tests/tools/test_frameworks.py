@@ -79,7 +79,8 @@ def test_argv_vllm():
     assert get("vllm").argv(c, model="/m", port=8123, served_name="smol", python="/venv/bin/python") == [
         "/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
         "--served-model-name", "smol", "--host", "127.0.0.1", "--port", "8123",
-        "--tensor-parallel-size", "2", "--enable-expert-parallel", "--max-num-seqs", "64", "--enforce-eager"]
+        "--tensor-parallel-size", "2", "--enable-expert-parallel", "--max-num-seqs", "64", "--enforce-eager",
+        "--no-enable-chunked-prefill"]  # False on a negatable switch turns it off; leaving it out would not
 
 
 def test_argv_sglang_and_atom():

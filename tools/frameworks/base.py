@@ -186,9 +186,12 @@ class Framework:
         raise NotImplementedError
 
     def flag_args(self, flags: dict[str, object]) -> list[str]:
-        """Candidate flags -> argv: True is a bare switch, None/False are left out."""
+        """Candidate flags -> argv: True is a bare switch, False is `--no-<name>` where the switch
+        is negatable (and left out elsewhere), None is left out."""
         out: list[str] = []
         for k, v in flags.items():
+            if v is False and (spec := self.lookup(k)[0]) is not None and spec.negatable:
+                out.append("--no-" + spec.name[2:])
             if v is None or v is False:
                 continue
             if v is True:

@@ -51,7 +51,7 @@ class VLLM(Framework):
           search={"choices": ["auto", "fp8"]}),
         F("--quantization", "str", "-q", help="one of " + ", ".join(QUANTIZATIONS) + ", ..."),
         F("--dtype", "str", choices=DTYPES, default="auto"),
-        F("--enable-prefix-caching", "bool", negatable=True, search={"choices": [True, False]},
+        F("--enable-prefix-caching", "bool", negatable=True, default=True, search={"choices": [True, False]},
           defeats=(False, "prefix_reuse")),
         F("--enable-chunked-prefill", "bool", negatable=True, search={"choices": [True, False]}),
         F("--enforce-eager", "bool", negatable=True, default=False),
