@@ -26,7 +26,7 @@ def positive_floats(text: str, what: str) -> list[float]:
     return vals
 
 
-def _progress(enabled: bool, total: int):
+def _progress(enabled: bool, total: int | None):
     if not enabled:
         return None, None
     from tqdm import tqdm
@@ -43,7 +43,8 @@ def bench(
     output_len: int = typer.Option(128, min=1, help="Output tokens per request (generation forced to it)"),
     prefix_hit: float = typer.Option(0.0, min=0.0, max=1.0, help="Fraction of input tokens shared (cacheable)"),
     prefix_groups: int = typer.Option(1, min=1, help="Distinct shared prefixes"),
-    rates: Optional[str] = typer.Option(None, help="Poisson arrival rates to sweep, req/s: '0.5,1,2'"),
+    rates: Optional[str] = typer.Option(None, help="Poisson arrival rates to sweep, req/s: '0.5,1,2'; 'auto': "
+                                        "search for the knee (double from 0.5 req/s until the SLO breaks, then bisect)"),
     concurrency: Optional[str] = typer.Option(None, help="Fixed concurrencies to sweep instead: '1,4,16'"),
     ttft_slo: float = typer.Option(5.0, min=0.0, help="TTFT p95 SLO in seconds (defines the knee)"),
     num_prompts: int = typer.Option(64, min=1, help="Requests per load level"),
@@ -66,7 +67,10 @@ def bench(
 
     if bool(rates) == bool(concurrency):
         raise BadInput("give exactly one of --rates or --concurrency")
-    rate_list = positive_floats(rates, "--rates") if rates else None
+    auto = rates is not None and rates.strip().lower() == "auto"
+    rate_list = "auto" if auto else positive_floats(rates, "--rates") if rates else None
+    if auto and repeats > 1:
+        raise BadInput("--rates auto measures each rate once while it searches; drop --repeats")
     conc_list = [int(c) for c in positive_floats(concurrency, "--concurrency")] if concurrency else None
     if duration and conc_list:
         raise BadInput("--duration applies to --rates; use --num-prompts with --concurrency")
@@ -75,9 +79,11 @@ def bench(
     client.check()
     w = Workload(input_len=input_len, output_len=output_len, prefix_hit=prefix_hit, prefix_groups=prefix_groups)
     n = (lambda r: max(1, round(r * duration))) if duration else num_prompts
-    levels = len(rate_list or conc_list)
-    per = (sum(n(r) for r in rate_list) if duration else num_prompts * levels) * repeats
-    bar, tick = _progress(not as_json and sys.stderr.isatty(), per + warmup + single_stream)
+    if auto:  # how many rates the search visits is not known in advance
+        per = None
+    else:
+        per = (sum(n(r) for r in rate_list) if duration else num_prompts * len(rate_list or conc_list)) * repeats
+    bar, tick = _progress(not as_json and sys.stderr.isatty(), per and per + warmup + single_stream)
     client.progress = tick
     path = records or Path("logs") / "bench" / time.strftime("%Y%m%d-%H%M%S") / "records.jsonl"
 

@@ -118,6 +118,17 @@ def test_sweep_finds_the_knee_and_stops_after_the_break():
     assert res2.noise["repeats"] == 3 and len(res2.noise["tok_s"]) == 3
 
 
+def test_sweep_with_auto_rates_searches_for_the_knee():
+    w = Workload(input_len=10, output_len=10, prefix_hit=0.0)
+    res = asyncio.run(sweep(CapacityClient(cap=20.0), w, ttft_slo_s=0.5, rates="auto", n=lambda r: int(r * 10) + 5))
+    rates = [p.offered_rps for p in res.sweep]
+    assert rates[:3] == [0.5, 1.0, 2.0] and rates == sorted(rates) and len(rates) > 5  # doubled, then bisected
+    assert res.knee is not None and res.knee.rps == max(p.rps for p in res.sweep if p.ttft_p95_s <= 0.5)
+    assert any(p.ttft_p95_s > 0.5 for p in res.sweep)  # it went past the knee to find it
+    with pytest.raises(ValueError, match="no repeats"):
+        asyncio.run(sweep(CapacityClient(1.0), w, ttft_slo_s=1.0, rates="auto", repeats=2))
+
+
 def test_sweep_over_concurrency_and_bad_arguments():
     res = asyncio.run(sweep(CapacityClient(100.0), Workload(input_len=5, output_len=5), ttft_slo_s=1.0,
                             concurrencies=[4, 1], n=8))
@@ -153,12 +164,24 @@ def test_agent_bench_json(mock, tok_dir, tmp_path, capsys):
     (["--model", "m", "--rates", "1", "--tokenizer", "/no/such/dir"], "no tokenizer at /no/such/dir"),
     (["--model", "m", "--rates", "1,zero"], "--rates must be comma-separated numbers"),
     (["--model", "m"], "give exactly one of --rates or --concurrency"),
+    (["--model", "m", "--rates", "auto", "--repeats", "3"], "--rates auto measures each rate once"),
 ])
 def test_agent_bench_bad_input_is_one_line_exit_2(mock, capsys, args, message):
     if "--url" not in args:
         args = ["--url", mock.url] + args
     code, out, err = _cli(capsys, "bench", *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_agent_bench_auto_rates_finds_a_knee(mock, capsys, tmp_path):
+    code, out, err = _cli(capsys, "bench", "--url", mock.url, "--model", "m", "--input-len", "8", "--output-len", "2",
+                          "--rates", "auto", "--num-prompts", "6", "--ttft-slo", "1", "--records",
+                          str(tmp_path / "r.jsonl"), "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["sweep"][0]["offered_rps"] == 0.5 and len(res["sweep"]) >= 2 and res["knee"] is not None
+    rows = [json.loads(l) for l in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert {r["rate"] for r in rows if "rate" in r} == {p["offered_rps"] for p in res["sweep"]}
 
 
 def test_agent_bench_duration_sets_requests_per_rate(mock, capsys):

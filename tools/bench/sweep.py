@@ -47,19 +47,27 @@ def _spread(values: list[float]) -> float:
     return (max(values) - min(values)) / med if med > 0 else 0.0
 
 
-async def sweep(client: Client, w: Workload, *, ttft_slo_s: float, rates: list[float] | None = None,
+async def sweep(client: Client, w: Workload, *, ttft_slo_s: float, rates: list[float] | str | None = None,
                 concurrencies: list[int] | None = None, n: int | Callable[[float], int] = 64,
                 repeats: int = 1, warmup: int = 0, single_stream_n: int = 0, seed: int = 0,
                 prompt_fn: PromptFn | None = None, stop_after_break: bool = False,
                 on_point: OnPoint | None = None) -> BenchResult:
     """Run rising load levels; return the points, the knee, single-stream tok/s and the noise.
-    `n` may be a function of the rate (e.g. rate x duration)."""
+    `n` may be a function of the rate (e.g. rate x duration). rates="auto": search for the knee
+    (knee_search) instead of walking given levels."""
     if not rates and not concurrencies:
         raise ValueError("give rates or concurrencies")
-    levels = [("rate", r) for r in sorted(rates or [])] + [("concurrency", c) for c in sorted(concurrencies or [])]
+    auto = rates == "auto"
+    if auto and (concurrencies or repeats > 1):
+        raise ValueError("rates='auto' searches one run per rate: no concurrencies, no repeats")
+    levels = [] if auto else \
+        [("rate", r) for r in sorted(rates or [])] + [("concurrency", c) for c in sorted(concurrencies or [])]
     if warmup:
         await run_point(client, w, n=warmup, concurrency=warmup, seed=seed + 10_000, prompt_fn=prompt_fn)
     points: list[SweepPoint] = []
+    if auto:
+        points = await knee_search(client, w, ttft_slo_s=ttft_slo_s, n=n, seed=seed + 1, prompt_fn=prompt_fn,
+                                   on_point=on_point)
     noise: dict = {"repeats": repeats, "tok_s": [], "ttft_p95_s": []}
     run_seed = seed
     for kind, level in levels:
