@@ -14,6 +14,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
+from tools.frameworks.base import INT_TYPES
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
@@ -24,7 +26,7 @@ def distributions(specs: dict) -> dict:
         sr = s.search or {}
         if "choices" in sr:
             out[name] = CategoricalDistribution(list(sr["choices"]))
-        elif s.type == "int":
+        elif s.type in INT_TYPES:
             out[name] = IntDistribution(int(sr["low"]), int(sr["high"]), log=bool(sr.get("log")))
         elif s.type == "float":
             out[name] = FloatDistribution(float(sr["low"]), float(sr["high"]), log=bool(sr.get("log")))

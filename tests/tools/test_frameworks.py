@@ -4,6 +4,7 @@ import pytest
 from agent.errors import BadInput
 from tools.candidate import Candidate, Parallel
 from tools.frameworks import NAMES, FlagError, get
+from tools.frameworks.base import INT_TYPES
 
 
 def test_get_names_and_rejects_unknown():
@@ -39,6 +40,10 @@ def test_ready_lines_and_moe_env(fw, ready, env):
      {"--kv_cache_dtype": "fp8", "--max-num-seqs": 256, "--server-port": 9000}),
     ("atom", ["-tp", "8", "--method", "mtp", "--num-speculative-tokens", "3"],
      {"--tensor-parallel-size": 8, "--method": "mtp", "--num-speculative-tokens": 3}),
+    # vLLM's human-readable ints: k = 1000, K = 1024; max-model-len also takes auto (-1)
+    ("vllm", ["--max-model-len", "8k", "--max-num-batched-tokens", "2K", "--no-enable-prefix-caching"],
+     {"--max-model-len": 8000, "--max-num-batched-tokens": 2048, "--enable-prefix-caching": False}),
+    ("vllm", ["--max-model-len", "auto"], {"--max-model-len": -1}),
 ])
 def test_parse_flags(fw, args, expected):
     assert get(fw).parse_flags(args) == expected
@@ -57,6 +62,10 @@ def test_parse_flags(fw, args, expected):
     ("vllm", ["--speculative-config", "{bad"],
      "argument --speculative-config/-sc: invalid loads value: '{bad'"),
     ("vllm", ["-tp", "x"], "argument --tensor-parallel-size/-tp: invalid int value: 'x'"),
+    ("vllm", ["--max-model-len", "1.5K"], "argument --max-model-len: Decimals are not allowed with binary "
+     "suffixes like K. Did you mean to use 1.5k instead?"),
+    ("vllm", ["--max-num-batched-tokens", "auto"], "argument --max-num-batched-tokens: invalid human_readable_int "
+     "value: 'auto'"),
     ("sglang", ["--max_running_requests", "8"], "unrecognized arguments: --max_running_requests 8"),
     ("sglang", ["--speculative-algorithm", "MTP"], "argument --speculative-algorithm: invalid choice: 'MTP' "
      "(choose from 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')"),
@@ -143,4 +152,4 @@ def test_every_search_space_is_well_formed():
             if "choices" in s.search:
                 assert s.search["choices"] and all(s.choices is None or c in s.choices for c in s.search["choices"])
             else:
-                assert s.type in ("int", "float") and s.search["low"] < s.search["high"], s.name
+                assert s.type in (*INT_TYPES, "float") and s.search["low"] < s.search["high"], s.name

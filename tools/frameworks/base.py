@@ -9,6 +9,7 @@ from 'a', 'b')`), so the same `diagnose` reads both grounds.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -17,7 +18,10 @@ from agent.errors import BadInput
 from tools.candidate import Candidate
 from tools.protocols import Diagnosis
 
-FlagType = Literal["int", "float", "str", "bool", "json"]
+# human_int[_or_auto]: vLLM's human_readable_int[_or_auto] ('8k' = 8000, '8K' = 8192; '-1'/'auto').
+FlagType = Literal["int", "human_int", "human_int_or_auto", "float", "str", "bool", "json"]
+INT_TYPES = ("int", "human_int", "human_int_or_auto")
+_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 class FlagSpec(BaseModel):
@@ -68,6 +72,27 @@ def F(name: str, type: FlagType = "str", *aliases: str, choices: list | None = N
                     defeats=defeats)
 
 
+def _human_int(spec: FlagSpec, raw: str) -> int:
+    """vLLM's human_readable_int(_or_auto), with argparse's error wording for each failure."""
+    s = raw.strip()
+    if spec.type == "human_int_or_auto" and (s == "-1" or s.lower() == "auto"):
+        return -1
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", s)
+    if m:
+        number, suffix = m.groups()
+        if suffix.islower():
+            return int(float(number) * _SUFFIX[suffix])
+        if "." not in number:
+            return int(number) * _SUFFIX[suffix]
+        raise FlagError(f"argument {spec.display}: Decimals are not allowed with binary suffixes like {suffix}. "
+                        f"Did you mean to use {number}{suffix.lower()} instead?", flag=spec.name, value=raw)
+    try:
+        return int(s)
+    except ValueError:
+        raise FlagError(f"argument {spec.display}: invalid {spec.type.replace('human_int', 'human_readable_int')} "
+                        f"value: {raw!r}", flag=spec.name, value=raw) from None
+
+
 def _looks_negative_number(s: str) -> bool:
     try:
         float(s)
@@ -116,7 +141,9 @@ class Framework:
 
     # -- parsing -------------------------------------------------------------------------
     def _convert(self, spec: FlagSpec, raw: str) -> object:
-        if spec.type == "int":
+        if spec.type.startswith("human_int"):
+            value = _human_int(spec, raw)
+        elif spec.type == "int":
             try:
                 value: object = int(raw)
             except ValueError:
