@@ -185,13 +185,16 @@ class BuiltinPlanner:
             if len(tries) >= self.screen_choices and not any(t["verdict"] == "kept" for t in tries):
                 continue
             cur = inc.flags.get(name, s.default)
-            wasted = s.defeats[0] if s.defeats and s.defeats[1] in _workload_features(ctx) else object()
-            # Settings measured already: those screened, and those they were measured against (a
-            # kept switch is not screened back to the value it just beat).
-            screened = {repr(f.get(name, s.default)) for t in runs if not t["proposal"].get("params")
-                        for f in (t["candidate"]["flags"], _flags_of(ctx, t["incumbent_id"]))}
-            for choice in [c for c in s.search["choices"] if c != cur and not (cur is None and c is False and not s.negatable)
-                           and repr(c) not in screened and c != wasted][:self.screen_choices]:
+            # Not worth a launch: the current setting; settings measured already (those screened and
+            # those they were measured against, so a kept switch is not screened back to the value it
+            # beat); "off" where unset already means off; a value that defeats what the workload uses.
+            skip = {repr(cur)} | {repr(f.get(name, s.default)) for t in runs if not t["proposal"].get("params")
+                                  for f in (t["candidate"]["flags"], _flags_of(ctx, t["incumbent_id"]))}
+            if cur is None and not s.negatable:
+                skip.add(repr(False))
+            if s.defeats and s.defeats[1] in _workload_features(ctx):
+                skip.add(repr(s.defeats[0]))
+            for choice in [c for c in s.search["choices"] if repr(c) not in skip][:self.screen_choices]:
                 c = _set_flag(inc, name, choice, s.default, negatable=s.negatable)
                 yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
