@@ -63,9 +63,10 @@ def test_invalid_candidate_is_rejected_before_launch(tmp_path, fake_python):
 
 
 def test_flag_the_cli_rejects_dies_with_bad_flag_diagnosis(tmp_path, fake_python):
-    # --max-model-len is in our schema, but the fake CLI gets a value argparse refuses
+    # --max-num-seqs is in our schema, but gets a value vLLM's argparse refuses ('4k' is fine for
+    # --max-model-len, a human-readable int, but not for a plain int)
     sb = LocalSandbox(tmp_path, python=fake_python, ready_timeout_s=30)
-    c = Candidate(framework="vllm", env={"FAKE_MODE": "ok"}, flags={"--max-model-len": "4k"})
+    c = Candidate(framework="vllm", env={"FAKE_MODE": "ok"}, flags={"--max-num-seqs": "4k"})
     with pytest.raises(BadInput, match="invalid int value: '4k'"):
         sb.launch(c, tmp_path / "r")
     # a failure only the running server sees: the engine dies with a shape mismatch
