@@ -3,6 +3,7 @@ port clashes, Ctrl-C, and a server killed mid-benchmark."""
 import _thread
 import asyncio
 import os
+import signal
 import socket
 import threading
 import time
@@ -96,11 +97,17 @@ def test_port_grabbed_after_the_check_is_retried(tmp_path):
 
 
 def test_ctrl_c_while_waiting_kills_the_group(tmp_path):
+    # A test run started in the background inherits SIGINT ignored, and then interrupt_main does
+    # nothing: give Ctrl-C Python's own handler for this test, as an interactive run has.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     h = ProcessHandle(mock_argv("--mode", "never_ready")(0), log_path=tmp_path / "x.log")
     timer = threading.Timer(1.0, _thread.interrupt_main)
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        wait_ready(h, url="http://127.0.0.1:1", ready_line=READY, health_path=None, timeout_s=60)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            wait_ready(h, url="http://127.0.0.1:1", ready_line=READY, health_path=None, timeout_s=60)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert not pid_alive(h.proc.pid) and group_members(h.pgid) == []
 
 
