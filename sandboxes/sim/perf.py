@@ -141,12 +141,17 @@ def weight_bytes_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
     return m.weight_bytes(cfg.weights) / cfg.tp + _attn_replica_bytes(m, cfg)
 
 
+def _kv_head_split(m: ModelCard, cfg: SimConfig) -> int:
+    """GPUs one token's KV is split over: MLA's latent is shared by all heads, so every rank keeps
+    all of it; GQA splits KV heads over the GPUs of one attention rank (tp / attn_dp)."""
+    return 1 if m.is_mla else min(max(cfg.tp // cfg.attn_dp, 1), m.kv_heads)
+
+
 def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
-    """MLA's latent is shared by all heads, so every TP rank keeps all of it; GQA splits KV heads."""
     b = m.kv_bytes_per_token(cfg.kv_dtype)
     if cfg.spec in ("mtp", "eagle", "eagle3") and m.mtp_layers:
         b *= 1 + m.mtp_layers / m.num_hidden_layers
-    return b if m.is_mla else b / min(cfg.tp, m.kv_heads)
+    return b / _kv_head_split(m, cfg)
 
 
 def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float, prefill: bool = False) -> tuple[float, float]:
@@ -214,7 +219,7 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     # Attention: KV reads of decodes (replicated per rank for MLA), FLOPs split over heads.
     attn_peak = hw.peak_tflops("bf16") * 1e12 * eff.attn
     # Under DP attention each rank reads only its own requests' KV.
-    kv_split = (1 if m.is_mla else min(max(tp // cfg.attn_dp, 1), m.kv_heads)) * cfg.attn_dp
+    kv_split = _kv_head_split(m, cfg) * cfg.attn_dp
     f_d, b_d = _attn_cost(m, decode_ctx, v, kvb)
     f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb, prefill=True) if prefill_tokens else (0.0, 0.0)
     parts["attn"] = (max(n_decode * b_d / kv_split / bw, n_decode * f_d / tp / attn_peak)
@@ -265,12 +270,8 @@ def kv_capacity_tokens(m: ModelCard, hw: HardwareProfile, cfg: SimConfig) -> flo
     # workspace, captured graphs (~4 MB per batch size), chunk activations
     reserve = 4e9 + (cfg.graph_max_bs * 4e6 if cfg.graphs else 0) + min(cfg.chunk, 65536) * m.hidden_size * 2 * 8
     free = usable - weight_bytes_per_gpu(m, cfg) - draft - reserve
-    if cfg.attn_dp > 1:  # KV is not replicated across attention ranks: the pool is attn_dp times larger
-        per_gpu = m.kv_bytes_per_token(cfg.kv_dtype)
-        if not m.is_mla:
-            per_gpu /= min(max(cfg.tp // cfg.attn_dp, 1), m.kv_heads)
-        return free * cfg.attn_dp / per_gpu
-    return free / kv_bytes_per_token_per_gpu(m, cfg)
+    # Under DP attention the ranks hold different requests' KV: the pool is attn_dp times larger.
+    return free * cfg.attn_dp / kv_bytes_per_token_per_gpu(m, cfg)
 
 
 def frontend_s(tokens: int, eff: Efficiency) -> float:

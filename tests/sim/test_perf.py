@@ -105,3 +105,15 @@ def test_dp_attention_splits_kv_inside_one_engine(tmp_path):
     eff = efficiency("sglang", "nvidia")
     assert step_time(M, hw, d, eff, n_decode=64, decode_ctx=20000).parts["attn"] < \
         step_time(M, hw, plain, eff, n_decode=64, decode_ctx=20000).parts["attn"]
+
+
+@pytest.mark.parametrize("attn_dp", [1, 2])
+def test_the_mtp_layers_kv_takes_pool_space_with_or_without_dp_attention(attn_dp):
+    # With MTP drafting, each token also keeps KV in the draft layer(s), and the draft weights take
+    # memory: capacity x (1 + mtp/L) = the capacity without drafting, less the draft weights' tokens.
+    hw = get_hardware("b200")
+    off = SimConfig(framework="sglang", weights="fp8", tp=8, kv_dtype="fp8_e4m3", attn_dp=attn_dp)
+    on = SimConfig(**{**vars(off), "spec": "mtp", "spec_steps": 3})
+    draft_tokens = M.mtp_params() * 2 / off.tp * attn_dp / kv_bytes_per_token_per_gpu(M, off)
+    grow = 1 + M.mtp_layers / M.num_hidden_layers
+    assert kv_capacity_tokens(M, hw, on) * grow == pytest.approx(kv_capacity_tokens(M, hw, off) - draft_tokens)
