@@ -63,11 +63,11 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cfg.max_running = int(mrr) if mrr is not None else 1024
         cfg.ar_fusion = bool(g("--enable-aiter-allreduce-fusion")) and hw.is_rocm
         cfg.graphs = not g("--disable-cuda-graph")
-        chunk = int(g("--chunked-prefill-size", 8192) or 8192)
-        cfg.chunk = chunk if chunk > 0 else 1 << 20
+        # A prefill batch holds at most --max-prefill-tokens, chunked or not (-1: no chunking).
+        chunk, max_prefill = int(g("--chunked-prefill-size", 8192) or 8192), int(g("--max-prefill-tokens") or 16384)
+        cfg.chunk = min(chunk, max_prefill) if chunk > 0 else max_prefill
         cfg.mem_fraction = float(g("--mem-fraction-static") or 0.85)
         cfg.prefix_cache = not g("--disable-radix-cache")
-        cfg.chunk = min(cfg.chunk, int(g("--max-prefill-tokens") or 16384)) if chunk > 0 else int(g("--max-prefill-tokens") or 16384)
         cfg.graph_max_bs = int(g("--cuda-graph-max-bs") or (cfg.max_running if cfg.spec else 256))
         # spec decoding (v1) turns the overlap scheduler off, as sglang logs
         cfg.overlap = not g("--disable-overlap-schedule") and not cfg.spec
