@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from agent import graph as graphmod
 from agent import nodes, report
-from agent.config import (Budget, RunConfig, Target, parse_budget, parse_time_budget, resolve_target)
+from agent.config import (RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target)
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
 
@@ -76,10 +76,9 @@ def load_overrides(path: str | None) -> dict:
         d = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise BadInput(f"--config {path!r} is not YAML/JSON: {str(e).splitlines()[0]}") from None
-    bad = sorted(set(d) - (set(RunConfig.model_fields) - {"target", "backend", "objective", "approve", "seed"})) \
-        if isinstance(d, dict) else None
+    allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "objective", "approve", "seed"})
+    bad = sorted(set(d) - set(allowed)) if isinstance(d, dict) else None
     if bad is None or bad:
-        allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "objective", "approve", "seed"})
         raise BadInput(f"--config {path!r}: unknown keys {bad or '(not a mapping)'}; allowed: {', '.join(allowed)}")
     return d
 
@@ -280,7 +279,7 @@ def register(app: typer.Typer) -> None:
         """Find a faster, verified deployment: framework, precision, spec decoding, flags, parallelism, MoE."""
         trials = parse_budget(budget)
         secs = parse_time_budget(time_budget)
-        b = Budget(trials=trials if trials or secs is None else None, time_s=secs) if (trials or secs) else Budget()
+        b = budget_from(trials, secs)
         extra = load_overrides(config)
         if trials or secs or "budget" not in extra:  # the command line wins over the file
             extra["budget"] = b.model_dump()

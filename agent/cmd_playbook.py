@@ -16,7 +16,7 @@ from typing import Optional
 import typer
 
 from agent import playbook as pbm
-from agent.config import Budget, RunConfig, Target, parse_budget, parse_time_budget, resolve_target
+from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
 
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
         from agent import cmd_optimize as co
         pb = pbm.load(playbook)
         trials, secs = parse_budget(budget), parse_time_budget(time_budget)
-        b = Budget(trials=trials if trials or secs is None else None, time_s=secs) if (trials or secs) else Budget()
+        b = budget_from(trials, secs)
         cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path), backend=backend, objective=pb.objective,
                         approve=approve or "ask", budget=b, seed=seed)
         rd = Path(run_dir) if run_dir else co.RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"

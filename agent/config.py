@@ -139,6 +139,14 @@ def parse_budget(value: str | int | None) -> int | None:
     return n
 
 
+def budget_from(trials: int | None, secs: float | None) -> "Budget":
+    """The command line's budget (parse_budget, parse_time_budget): a time budget given alone
+    drops the default trial cap; neither given keeps the defaults."""
+    if not (trials or secs):
+        return Budget()
+    return Budget(trials=trials if trials or secs is None else None, time_s=secs)
+
+
 def parse_time_budget(value: str | None) -> float | None:
     """'90m', '2h', '3600s' or plain seconds."""
     if value is None:
