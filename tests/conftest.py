@@ -37,6 +37,11 @@ class Testbed:
     python: Path  # the testbed venv's interpreter (vLLM lives there, not in ours)
     model_dir: Path
     model_name: str
+    mode: dict  # the serving mode the build proved correct on this CPU (testbed/mode.py)
+
+    @property
+    def serving_flags(self) -> dict:
+        return dict(self.mode["flags"])
 
 
 # Failures that mean "this machine cannot reach the package index", not "the build is broken".
@@ -73,8 +78,23 @@ def testbed(request) -> Testbed:
                 if any(s in str(e) for s in _NO_INDEX):
                     pytest.skip(f"cannot build the testbed here (no package index?): {str(e).splitlines()[0]}")
                 raise
-    return Testbed(root=base, python=paths.venv_python(base), model_dir=paths.model_dir(base),
-                   model_name=paths.MODEL_NAME)
+    from testbed import mode
+    tb = Testbed(root=base, python=paths.venv_python(base), model_dir=paths.model_dir(base),
+                 model_name=paths.MODEL_NAME, mode=mode.load(base))
+    _USED.append(tb)
+    with _terminal(request.config):
+        print(f"\n[testbed] serving mode {mode.describe(tb.mode)}", flush=True)
+    return tb
+
+
+_USED: list[Testbed] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say which serving mode the real-server tests ran in, and why, where they ran at all."""
+    if _USED:
+        from testbed import mode
+        terminalreporter.write_line(f"testbed serving mode: {mode.describe(_USED[0].mode)}")
 
 
 @pytest.fixture

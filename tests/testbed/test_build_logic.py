@@ -80,3 +80,60 @@ def test_tokenizer_fix(tmp_path):
 def test_tokenizer_fix_names_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         fix_model_dir(tmp_path)
+
+
+# ---- the serving mode (testbed/mode.py): chosen by what the server answers ----
+
+def _answers(table):
+    asked = []
+
+    def answer(name, flags):
+        asked.append(name)
+        return table[name]
+    return asked, answer
+
+
+def _paris(a):
+    return "paris" in a.lower()
+
+
+def test_mode_falls_back_from_garbage_eager_bf16_and_says_why():
+    from testbed import mode
+    asked, answer = _answers({"eager-bf16": "L'Étoile, la Marseillaise, la femme", "eager-fp32": "Paris.",
+                              "compiled-bf16": "Paris."})
+    m = mode.choose(answer, _paris, say=lambda s: None)
+    assert asked == ["eager-bf16", "eager-fp32"]  # stops at the first right mode
+    assert m["mode"] == "eager-fp32" and m["flags"] == {"--enforce-eager": True, "--dtype": "float32"}
+    assert "eager-bf16 answered \"L'Étoile" in m["why"]
+    assert [t["right"] for t in m["tried"]] == [False, True]
+
+
+def test_mode_keeps_eager_bf16_where_it_is_right():
+    from testbed import mode
+    asked, answer = _answers({"eager-bf16": "The capital of France is Paris."})
+    m = mode.choose(answer, _paris, say=lambda s: None)
+    assert asked == ["eager-bf16"] and m["flags"] == {"--enforce-eager": True}
+
+
+def test_no_right_mode_is_an_error_with_every_answer():
+    from testbed import mode
+    _, answer = _answers({"eager-bf16": "garbage", "eager-fp32": "(did not start: boom)", "compiled-bf16": "Lyon"})
+    with pytest.raises(LookupError, match="eager-fp32: '\\(did not start: boom\\)'.*compiled-bf16: 'Lyon'"):
+        mode.choose(answer, _paris, say=lambda s: None)
+
+
+def test_the_smoke_step_is_keyed_by_the_cpu(tmp_path, monkeypatch):
+    from testbed import build as b, mode
+    (key,) = [k for n, _, k in b.STEPS if n == "smoke"]
+    assert key == b._key(b.SMOKE_QUESTION, mode.MODES, mode.cpu_key())
+    monkeypatch.setattr(mode, "cpu", lambda: {"model_name": "Other CPU", "flags": ["amx_bf16"]})
+    assert b._key(b.SMOKE_QUESTION, mode.MODES, mode.cpu_key()) != key  # another CPU proves its mode again
+
+
+def test_unproven_mode_says_so(tmp_path):
+    from testbed import mode
+    m = mode.load(tmp_path)
+    assert m["mode"] == "eager-bf16" and "not proven" in m["why"]
+    (tmp_path / "mode.json").write_text(json.dumps({"mode": "eager-fp32", "flags": {"--dtype": "float32"},
+                                                    "why": "x", "cpu": {"model_name": "C", "flags": ["avx2"]}}))
+    assert mode.describe(mode.load(tmp_path)) == "eager-fp32 (--dtype float32) on C [avx2]: x"

@@ -41,7 +41,9 @@ def test_max_num_seqs_1_is_measurably_slower(vllm_server, testbed, tmp_path, rec
                    "spread_pct": 100 * (max(v) - min(v)) / statistics.mean(v), "runs": v}
                for k, v in runs.items()}
     record_property("tok_s", summary)
-    print(f"\nconcurrency 8, output tok/s over {REPEATS} interleaved repeats: {summary}")
+    record_property("serving_mode", testbed.mode["mode"])  # both servers ran in the mode proven right here
+    summary["serving_mode"] = testbed.mode["mode"]
+    print(f"\n{testbed.mode['mode']}, concurrency 8, output tok/s over {REPEATS} interleaved repeats: {summary}")
     a, b = summary["default"], summary["max_num_seqs_1"]
     assert a["min"] > b["max"], summary  # beyond noise, not just on average
     assert a["mean"] > 1.5 * b["mean"], summary  # and large, as batching should make it

