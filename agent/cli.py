@@ -2,6 +2,8 @@
 this file only wires them and turns BadInput into a one-line error with exit code 2."""
 from __future__ import annotations
 
+import logging
+import signal
 import sys
 
 import typer
@@ -31,13 +33,44 @@ def _register() -> None:
         mod.register(app)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+class _Stderr(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (a test's capture, a redirected run)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(record.getMessage(), file=sys.stderr, flush=True)
+
+
+def _progress_to_stderr() -> None:
+    """Progress of long work (server start-up, sweep levels) logged by tools/ reaches stderr as
+    plain lines; stdout stays for results (and --json)."""
+    log = logging.getLogger("inferloop")
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        log.addHandler(_Stderr())
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> None:
     _register()
+    _progress_to_stderr()
+    # SIGTERM takes the same way out as Ctrl-C: servers stopped, the ledger consistent, a resume
+    # hint (agent/cmd_optimize.py). SIGINT gets Python's handler even where the parent ignored it.
+    before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         app(args=argv, standalone_mode=True)
     except BadInput as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
+    except KeyboardInterrupt as e:
+        typer.echo(f"interrupted ({e or 'SIGINT'})", err=True)
+        sys.exit(130)
+    finally:
+        for sig, h in before.items():
+            signal.signal(sig, h)
 
 
 if __name__ == "__main__":

@@ -142,6 +142,9 @@ def start(cfg: RunConfig, run_dir: Path, **kw) -> dict:
     rt = open_runtime(run_dir, cfg, **_rt_kw(kw))
     rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
     rt.ledger.set_meta("created", time.time())
+    for n in cfg.notes:  # what check() chose for the user, e.g. a workload that fits the model
+        rt.ledger.event("config", n)
+        rt.progress(f"note: {n}")
     return drive(rt, {"incumbent": None}, **_drive_kw(kw))
 
 
@@ -151,6 +154,8 @@ def resume(run_dir: Path, *, approve: str | None = None, **kw) -> dict:
         cfg = cfg.model_copy(update={"approve": approve}).check()
     rt = open_runtime(Path(run_dir), cfg, **_rt_kw(kw))
     rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
+    if rt.ledger.meta("status") == "interrupted":
+        rt.ledger.set_meta("status", "running")
     killed = nodes.reap_stale_servers(rt.run_dir)  # servers a killed agent left running
     if killed:
         rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
@@ -232,14 +237,37 @@ def _summary(rt: nodes.Runtime, status: str) -> dict:
 
 
 # ---- CLI -----------------------------------------------------------------------------------
+# A run that ends without a measured configuration exits non-zero: 2 when the workload is the
+# user's to change (the server refused its requests), 1 when nothing could be launched and measured.
+EXIT = {"refused": 2, "failed": 1}
+
+
 def _emit(out: dict, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(out, indent=None, default=str))
+    elif out["status"] in EXIT:
+        typer.echo(f"{out['status']}: {out['run_dir']}\n{out.get('stop_reason')}", err=True)
     else:
         b = out.get("best") or {}
         typer.echo(f"{out['status']}: {out['run_dir']}  best: {b.get('framework')} {b.get('weights')} "
                    f"knee {b.get('knee_tok_s') or 0:.1f} tok/s @ {b.get('knee_rps') or 0:.2f} RPS, "
                    f"single-stream {b.get('single_stream_tok_s') or 0:.1f} tok/s")
+    if out["status"] in EXIT:
+        raise typer.Exit(EXIT[out["status"]])
+
+
+def interrupted(rd: Path, e: KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: by now every server's context manager has stopped its process group and
+    the ledger holds each finished measurement; say so, and how to go on (exit 130, as shells do)."""
+    if (rd / LEDGER).exists():
+        led = Ledger(rd)
+        led.set_meta("status", "interrupted")
+        led.close()
+        typer.echo(f"interrupted ({e or 'SIGINT'}): the run is saved in {rd}; continue with: agent resume {rd}",
+                   err=True)
+    else:
+        typer.echo(f"interrupted ({e or 'SIGINT'}) before the run started", err=True)
+    raise typer.Exit(130)
 
 
 def _first_error(e: ValidationError) -> str:
@@ -291,13 +319,22 @@ def register(app: typer.Typer) -> None:
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {_first_error(e)}") from None
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
-        _emit(start(cfg, rd, progress=_progress(as_json)), as_json)
+        try:
+            out = start(cfg, rd, progress=_progress(as_json))
+        except KeyboardInterrupt as e:
+            interrupted(rd, e)
+        _emit(out, as_json)
 
     @app.command("resume")
     def resume_cmd(run: str, approve: Optional[str] = typer.Option(None, help="change the patch policy"),
                    as_json: bool = typer.Option(False, "--json")) -> None:
         """Continue a run from its last checkpoint (after a crash, or after `agent approve/reject`)."""
-        _emit(resume(_run_dir(run), approve=approve, progress=_progress(as_json)), as_json)
+        rd = _run_dir(run)
+        try:
+            out = resume(rd, approve=approve, progress=_progress(as_json))
+        except KeyboardInterrupt as e:
+            interrupted(rd, e)
+        _emit(out, as_json)
 
     @app.command()
     def approvals(run: str, as_json: bool = typer.Option(False, "--json")) -> None:

@@ -208,7 +208,10 @@ def register(app: typer.Typer) -> None:
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {co._first_error(e)}") from None
         rd = Path(run_dir) if run_dir else co.RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out = replay(pb, cfg, rd, progress=co._progress(as_json))
+        try:
+            out = replay(pb, cfg, rd, progress=co._progress(as_json))
+        except KeyboardInterrupt as e:
+            co.interrupted(rd, e)
         if as_json:
             typer.echo(json.dumps(out, default=str))
             return

@@ -82,6 +82,7 @@ class RunConfig(BaseModel):
     seed: int = 0
     planner: str = "builtin"
     llm_model: str | None = None  # the model OPENAI_BASE_URL serves (--planner llm|hybrid); never a key
+    notes: list[str] = []  # what check() chose for the user (e.g. a default workload shrunk to fit), and why
 
     def check(self) -> "RunConfig":
         """Raise BadInput naming the bad value and what is allowed (the CLI exits 2)."""
@@ -105,7 +106,10 @@ class RunConfig(BaseModel):
             raise BadInput("a run needs a budget: --budget TRIALS or --time-budget SECONDS")
         if self.target.model_path is not None and not Path(self.target.model_path).is_dir():
             raise BadInput(f"--model-path {self.target.model_path!r} is not a directory")
-        resolve_target(self.target)
+        card, hw = resolve_target(self.target)
+        from agent.workload_fit import fit
+        self.notes = [*self.notes, *(n for n in fit(self.measure, card, hw, self.base_flags, self.target.model)
+                                     if n not in self.notes)]
         return self
 
 

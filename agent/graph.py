@@ -25,6 +25,7 @@ class State(TypedDict, total=False):
     need: str | None  # what the trial node measures next: first | repeat | evaluate
     route: str
     stop_reason: str
+    failed: str | None  # why the run ends without a result: "workload" (the user's to fix)
     last: str
 
 

@@ -8,13 +8,18 @@ client fills prompt texts itself (tools.bench.client: exact token counts, distin
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from functools import partial
 from typing import Protocol
 
 from agent.config import Measure, RunConfig
 from tools.bench.metrics import knee
+from tools.bench.refusal import refused
 from tools.bench.sweep import knee_search, run_point
+
+
+log = logging.getLogger("inferloop")
 
 
 class EvalSuite(Protocol):
@@ -28,17 +33,33 @@ def requests_at(m: Measure, rate: float) -> int:
     return max(m.requests_per_point, math.ceil(rate * m.duration_s))
 
 
+def _refused(label: dict, point, records) -> None:
+    """Say how the level went; raise RequestsRefused when every request of it failed the same
+    way: the rest of the sweep would only repeat it (tools/bench/refusal.py)."""
+    what = ", ".join(f"{k} {v:g}" for k, v in label.items() if k != "repeat")
+    failed = sum(not r.ok for r in records)
+    p95 = f"{point.ttft_p95_s:.2f} s" if point.ttft_p95_s is not None else "-"
+    log.info("    %s: %d requests, %d failed, TTFT p95 %s, %.1f tok/s over %.1f s", what, len(records), failed,
+             p95, point.tok_s, point.duration_s)
+    r = refused(label, records)
+    if r is not None:
+        raise r
+
+
 def bench(server, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
-    """One measurement of the running server, as the plain JSON decide.py reads."""
+    """One measurement of the running server, as the plain JSON decide.py reads. Raises
+    RequestsRefused when the server refuses a load level's requests, all alike."""
     m, slo, client = cfg.measure, cfg.slo.ttft_p95_s, server.client
     if m.warmup:  # never measure a cold server (first compiled shapes, empty caches)
-        asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup, seed=seed + 10_000))
+        _refused({"warmup": m.warmup}, *asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup,
+                                                              seed=seed + 10_000)))
     points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=partial(requests_at, m),
                                      start_rps=m.start_rps, growth=m.growth, refine=m.bisect_steps,
-                                     max_points=m.max_points, seed=seed))
+                                     max_points=m.max_points, seed=seed, on_point=_refused))
     k = knee(points, slo)
-    single, _ = asyncio.run(run_point(client, m.single_stream, n=m.single_stream_requests, concurrency=1,
-                                      seed=seed + 1000))
+    single, recs = asyncio.run(run_point(client, m.single_stream, n=m.single_stream_requests, concurrency=1,
+                                         seed=seed + 1000))
+    _refused({"single_stream": 1}, single, recs)
     return {"knee_tok_s": k.tok_s if k else None, "knee_rps": k.rps if k else None,
             "knee_ttft_p95_s": k.ttft_p95_s if k else None,
             "single_stream_tok_s": single.tok_s if single.success > 0 else None, "gpus": gpus,

@@ -23,6 +23,7 @@ from agent.planners.base import PlanContext, Proposal
 from tools import frameworks, moe
 from tools import patch as patchtool
 from tools.candidate import Candidate
+from tools.bench.refusal import RequestsRefused
 from tools.protocols import LaunchFailure
 
 
@@ -153,6 +154,9 @@ def propose(rt: Runtime, state: dict) -> dict:
         return {"route": "record", "stop_reason": f"trial budget of {cfg.budget.trials} used"}
     if cfg.budget.time_s is not None and rt.sandbox.elapsed_s() >= cfg.budget.time_s:
         return {"route": "record", "stop_reason": f"time budget of {cfg.budget.time_s:.0f} s used"}
+    refused = _workload_refused(led.trials(), inc)
+    if refused:
+        return {"route": "record", "stop_reason": refused, "failed": "workload"}
     p: Proposal = rt.planner.propose(plan_context(rt, inc))
     if p.kind == "stop":
         return {"route": "record", "stop_reason": p.description}
@@ -177,6 +181,21 @@ def propose(rt: Runtime, state: dict) -> dict:
                         candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
     rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
     return _route_for(rt, led.trial(tid))
+
+
+def _workload_refused(trials: list[dict], inc: int | None) -> str | None:
+    """A baseline whose requests the server refused (HTTP 4xx) cannot be fixed by another
+    configuration: the workload is the user's to change, so the run stops and says so. A later
+    candidate refused the same way is that candidate's fault: it failed, the loop goes on."""
+    if inc is not None:
+        return None
+    for t in trials:
+        d = next((d for d in t["diagnoses"] if d["kind"] == "requests_refused"), None)
+        status = (d or {}).get("details", {}).get("status")
+        if d and status is not None and 400 <= status < 500:
+            return (f"the server refused the workload's requests in baseline trial {t['id']} "
+                    f"(HTTP {status}: {d['evidence'][0][:300]}); change measure.workload in --config")
+    return None
 
 
 def _route_for(rt: Runtime, t: dict) -> dict:
@@ -269,6 +288,11 @@ def trial(rt: Runtime, state: dict) -> dict:
             led.set_measurement(rows[0]["id"], {**rows[0]["data"], "evals": ev})
     except LaunchFailure as e:
         return _failed(rt, tid, c, e)
+    except RequestsRefused as e:  # the server ran but took none of the requests: the sweep stopped at once
+        led.update_trial(tid, diagnoses=[*t["diagnoses"], e.diagnosis()])
+        led.finish_trial(tid, verdict="failed", reason=f"requests refused: {e}")
+        rt.progress(f"  requests refused: {e}")
+        return {"route": "decide"}
     except Exception as e:  # noqa: BLE001  an invalid candidate or a broken tree fails this trial only
         if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
             raise

@@ -216,8 +216,29 @@ def html(md: str, run_dir: Path, imgs: list[str]) -> str:
 
 
 def record_node(rt, state: dict) -> dict:
-    rt.ledger.set_meta("stop_reason", state.get("stop_reason"))
-    rt.ledger.set_meta("status", "done")
+    """The end of a run. A run that measured no configuration has failed, whatever stopped it:
+    its stop reason says why, with the baseline's diagnosis and log lines (never `best: None`)."""
+    reason, inc = state.get("stop_reason"), rt.ledger.meta("incumbent")
+    status = "done"
+    if state.get("failed") == "workload":
+        status = "refused"
+    elif inc is None:
+        status = "failed"
+        reason = f"{reason}; no configuration could be measured. {baseline_failure(rt.ledger)}"
+    rt.ledger.set_meta("stop_reason", reason)
+    rt.ledger.set_meta("status", status)
     write(rt.run_dir, rt.hw)
-    rt.progress(f"done: {state.get('stop_reason')}; report in {rt.run_dir / 'report.md'}")
+    rt.progress(f"{status}: {reason}; report in {rt.run_dir / 'report.md'}")
     return {"route": "end"}
+
+
+def baseline_failure(led: Ledger) -> str:
+    """The first trial's verdict, its root-cause diagnosis and the last lines of its log."""
+    t = next(iter(led.trials()), None)
+    if t is None:
+        return "No trial ran."
+    d = next((d for d in t["diagnoses"] if d.get("fatal", True)), None)
+    tail = "\n".join((t["log_excerpt"] or "").splitlines()[-8:])
+    return (f"Baseline trial {t['id']}: {t['reason'] or t['verdict']}"
+            + (f"\ndiagnosis {d['kind']}: {d['message']}" if d else "")
+            + (f"\nlog:\n{tail}" if tail else ""))

@@ -51,11 +51,11 @@ class ContainerHandle:
         self.log_path.write_text(text)
         return text
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 10.0) -> None:
         if self._stopped:
             return
         self.log_text()  # keep the last words before the container goes
-        for step in (lambda: self.c.stop(timeout=10), lambda: self.c.remove(force=True)):
+        for step in (lambda: self.c.stop(timeout=int(grace_s)), lambda: self.c.remove(force=True)):
             try:
                 step()
             except Exception:

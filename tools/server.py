@@ -10,6 +10,7 @@ also on Ctrl-C and on exceptions (and at interpreter exit for anything left behi
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import socket
@@ -47,8 +48,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 class Handle(Protocol):
     def poll(self) -> int | None: ...  # exit code, None while running
     def log_text(self) -> str: ...
-    def stop(self) -> None: ...
+    def stop(self, grace_s: float = 10.0) -> None: ...  # SIGTERM, then SIGKILL after grace_s
 
+
+PROGRESS_S = 15.0  # how often a server start-up says where it is
+log = logging.getLogger("inferloop")
 
 _live: "weakref.WeakSet[ProcessHandle]" = weakref.WeakSet()
 
@@ -131,8 +135,11 @@ def _healthy(url: str, health_path: str | None) -> bool:
 def wait_ready(handle: Handle, *, url: str, ready_line: str | None, health_path: str | None,
                timeout_s: float, diagnose: Callable[[str], list[Diagnosis]] = default_diagnose,
                log_path: Path | None = None, poll_s: float = 0.25) -> None:
-    """Return when the server is ready; raise LaunchFailure (and stop it) otherwise."""
-    deadline = time.monotonic() + timeout_s
+    """Return when the server is ready; raise LaunchFailure (and stop it) otherwise. Every
+    PROGRESS_S it logs the elapsed time and the log's last line, so a long start-up (minutes for
+    a large model) shows where it is."""
+    start = time.monotonic()
+    deadline, next_note = start + timeout_s, start + PROGRESS_S
     try:
         while True:
             code = handle.poll()
@@ -155,9 +162,14 @@ def wait_ready(handle: Handle, *, url: str, ready_line: str | None, health_path:
                 raise LaunchFailure(f"server not ready after {timeout_s:g} s; process group killed; "
                                     f"last log lines:\n{logs.tail(logs.redact(text), 15)}",
                                     excerpt=logs.excerpt(text, d), diagnosis=d, log_path=log_path)
+            if time.monotonic() >= next_note:
+                next_note += PROGRESS_S
+                last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
+                shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in logs.redact(last)[:160])  # inert
+                log.info("    server starting, %.0f s: %s", time.monotonic() - start, shown)
             time.sleep(poll_s)  # polling interval of the readiness probe
-    except BaseException:
-        handle.stop()  # Ctrl-C or any error while waiting: never leave the server behind
+    except BaseException as e:  # Ctrl-C or any error while waiting: never leave the server behind
+        _stop_for(handle, type(e))
         raise
 
 
@@ -195,8 +207,20 @@ class RunningServer:
     def __enter__(self) -> "RunningServer":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, *exc) -> None:
+        _stop_for(self.handle, exc_type)
+
+
+# Ctrl-C or SIGTERM must end the run within seconds (issue 20): the user asked to stop, so the
+# server gets a short grace before SIGKILL instead of the usual time to drain.
+INTERRUPT_GRACE_S = 2.0
+
+
+def _stop_for(handle: Handle, exc_type) -> None:
+    if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+        handle.stop(grace_s=INTERRUPT_GRACE_S)
+    else:
+        handle.stop()
 
 
 def launch_process(argv_for_port: Callable[[int], list[str]], *, run_dir: Path, model: str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,15 @@ def fixes_for(diagnoses: list[dict], cand: Candidate, *, card, hw, tree: Path | 
             if bad and bad in cand.flags:
                 out.append(Fix(name="drop_bad_flag", kind="flags", flags={bad: None},
                                why=f"the CLI rejected {bad}; retry without it"))
+        elif kind == "startup_memory" and det.get("free_fraction"):
+            # Another process holds memory: ask for what is free, with a margin, rounded down to a
+            # number a person would type. Only vLLM's flag means this (sglang's fraction is of the total).
+            flag = "--gpu-memory-utilization"
+            value = math.floor(det["free_fraction"] * 0.95 * 20) / 20
+            if flag in framework.flags and value >= 0.05 and value < float(cand.flags.get(flag) or det["requested"]):
+                out.append(Fix(name="less_memory_utilization", kind="flags", flags={flag: value},
+                               why=f"only {det['free_gib']} of {det['total_gib']} GiB were free at startup "
+                                   f"({det['requested']} requested); retry with {flag} {value}"))
         elif kind == "oom":
             text = " ".join(d.get("evidence") or [])
             for flag, value in (("--mem-fraction-static", 0.9), ("--gpu-memory-utilization", 0.95)):

@@ -17,6 +17,7 @@ import httpx
 
 from agent.errors import BadInput
 from tools.bench.records import RequestRecord, RequestSpec
+from tools.bench.refusal import NOT_SENT, TRIP_AFTER, Breaker
 from tools.bench.sse import Pool
 
 
@@ -72,25 +73,44 @@ class OpenAIClient:
             # critical path; https goes through httpx.
             transport = Pool(self.url, self.headers) if self.lean and self.url.startswith("http://") else http
             t0 = time.perf_counter()
+            breaker = Breaker()  # tools/bench/refusal.py: identical failures end the level early
             if concurrency:
                 sem = asyncio.Semaphore(concurrency)
 
-                async def paced(s: RequestSpec) -> RequestRecord:
+                async def send(s: RequestSpec) -> RequestRecord:
                     async with sem:
                         return await self._one(transport, s, t0)
-                coros = [paced(s) for s in specs]
             else:
-                async def timed(s: RequestSpec) -> RequestRecord:
+                async def send(s: RequestSpec) -> RequestRecord:
                     delay = t0 + s.arrival_s - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)  # the schedule's arrival time, not a race workaround
                     return await self._one(transport, s, t0)
-                coros = [timed(s) for s in specs]
+
+            tasks = [asyncio.create_task(send(s)) for s in specs]
+
+            def watch(task: asyncio.Task) -> None:
+                if not task.cancelled() and task.exception() is None and \
+                        breaker.add(task.result().ok, task.result().error):
+                    for other in tasks:
+                        other.cancel()
+            for task in tasks:
+                task.add_done_callback(watch)
             try:
-                return list(await asyncio.gather(*coros))
+                await asyncio.gather(*tasks, return_exceptions=True)
             finally:
+                for task in tasks:  # Ctrl-C or an error: nothing left in flight
+                    task.cancel()
                 if isinstance(transport, Pool):
                     transport.close()
+            return [t.result() if not t.cancelled() else self._not_sent(s, t0, breaker.tripped)
+                    for t, s in zip(tasks, specs)]
+
+    @staticmethod
+    def _not_sent(s: RequestSpec, t0: float, why: str | None) -> RequestRecord:
+        now = time.perf_counter() - t0
+        return RequestRecord(id=s.id, send_s=now, first_token_s=None, end_s=now, input_tokens=s.input_tokens,
+                             output_tokens=0, ok=False, error=f"{NOT_SENT}{TRIP_AFTER} requests failed alike: {why}")
 
     def fill(self, specs: list[RequestSpec]) -> list[RequestSpec]:
         """Specs with prompt texts; fresh unique parts per call, shared prefixes per group."""

@@ -5,13 +5,14 @@ Used by tests (real processes, real HTTP on loopback) and by benchmarks/loadgen_
 
     python -m tools.bench.mock_server --port P --model NAME [--mode ok|never_ready|die|die_after]
         [--ttft-s S] [--itl-s S] [--answers FILE.json] [--ready-line TEXT] [--die-after-s S]
-        [--log-line TEXT]
+        [--log-line TEXT] [--max-model-len N]
 
 Modes: ok (ready line printed, /health 200); never_ready (serves 503 on /health, no ready line);
 die (prints --log-line then exits 1 at once); die_after (serves, then exits hard after
 --die-after-s). Each stream chunk is one token; generation always runs to max_tokens (ignore_eos).
 `--answers` maps a question text to a completion; a prompt gets the answer of the question that
-appears last in it (few-shot prompts repeat earlier questions).
+appears last in it (few-shot prompts repeat earlier questions). `--max-model-len N` answers a prompt
+of more than N words with vLLM's HTTP 400 "This model's maximum context length is N tokens ...".
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Mock:
             with open(args.answers) as f:
                 self.answers = json.load(f)
         self.ready = args.mode != "never_ready"
+        self.refused = 0
 
     def answer(self, prompt: str, max_tokens: int) -> list[str]:
         best, pos = None, -1
@@ -87,6 +89,16 @@ class Mock:
             return
         prompt = req.get("prompt", "")
         prompt = prompt[0] if isinstance(prompt, list) else prompt
+        n_in = len(prompt.split())
+        if self.a.max_model_len and n_in > self.a.max_model_len:  # vLLM 0.32's words and status
+            self.refused += 1
+            print(f"refused request {self.refused}: {n_in} prompt tokens", flush=True)
+            msg = {"error": {"message": f"This model's maximum context length is {self.a.max_model_len} tokens. "
+                             f"However, your prompt contains {n_in} input tokens, which exceeds this limit even "
+                             "without any output tokens. Please reduce the length of the input prompt.",
+                             "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+            w.write(_response(400, json.dumps(msg).encode()))
+            return
         toks = self.answer(prompt, int(req.get("max_tokens", 16)))
         if self.a.ttft_s:
             await asyncio.sleep(self.a.ttft_s)
@@ -150,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--answers")
     p.add_argument("--ready-line", default=READY)
     p.add_argument("--log-line", default="")
+    p.add_argument("--max-model-len", type=int, default=0, help="refuse longer prompts (in words) with HTTP 400")
     a = p.parse_args(argv)
     try:
         asyncio.run(_main(a))

@@ -156,6 +156,16 @@ class Signature:
     fatal: bool = True
 
 
+def _startup_memory(m: re.Match, line: str, ctx: list[str]) -> dict:
+    free, total = float(m["free_gib"]), float(m["total_gib"])
+    d = {"free_gib": free, "total_gib": total, "requested": float(m["requested"]),
+         "requested_gib": float(m["requested_gib"]), "free_fraction": round(free / total, 4) if total else None}
+    hint = re.search(r"To resolve: (.+)$", line)
+    if hint:
+        d["resolve"] = hint.group(1)[:300]
+    return d
+
+
 def S(kind: str, rx: str, message: str, details=None, fatal: bool = True) -> Signature:
     return Signature(kind, re.compile(rx), message, details or _group_details(), fatal)
 
@@ -181,7 +191,12 @@ CATALOGUE: list[Signature] = [
       "kernel compilation failed (nvcc)", _compile_details),
     S("compile_error", r"(?:Error building extension '(?P<extension>[^']+)'|"
       r"triton\.compiler\.errors\.CompilationError(?P<message>.*))", "kernel compilation failed", _compile_details),
-    # Memory.
+    # Memory. vLLM checks free memory against --gpu-memory-utilization before loading anything;
+    # its ValueError (GPU and CPU wording, 0.32) names both numbers, and on CPU says "To resolve: ...".
+    S("startup_memory", r"(?:Free|Available) memory on (?:device|node) \S+ \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) "
+      r"GiB\) on startup is less than (?:desired (?:GPU|CPU) memory utilization|the engine's budget[^(]*)"
+      r" \((?P<requested>[\d.]+), (?P<requested_gib>[\d.]+) GiB\)",
+      "free memory at startup is below the requested memory utilization", _startup_memory),
     S("oom", r"(?:CUDA|HIP|GPU|XPU) out of memory|OutOfMemoryError|No available memory for the cache blocks|"
       r"Not enough memory\. Please try to increase --mem-fraction-static|"
       r"larger than the available KV cache memory|(?:^|\W)out of memory(?:\W|$)",
@@ -204,7 +219,7 @@ CATALOGUE: list[Signature] = [
       "the engine process died"),
 ]
 
-_SPECIFIC = ("shape_mismatch", "compile_error", "oom", "unsupported_quant", "bad_flag")
+_SPECIFIC = ("shape_mismatch", "compile_error", "startup_memory", "oom", "unsupported_quant", "bad_flag")
 
 
 def _normalize_details(kind: str, d: dict) -> dict:
@@ -245,6 +260,9 @@ def _message(sig: Signature, d: dict) -> str:
         extra = f": {d.get('param', '?')} expects {d['expected']} but the checkpoint has {d.get('got')}"
     elif sig.kind == "compile_error" and d.get("file"):
         extra = f": {d['file']}:{d.get('line', '?')}" + (f" missing {d['missing_header']}" if d.get("missing_header") else "")
+    elif sig.kind == "startup_memory" and d.get("free_gib") is not None:
+        extra = (f": {d['free_gib']}/{d['total_gib']} GiB free, {d['requested']} ({d['requested_gib']} GiB) "
+                 "requested")
     elif sig.kind == "bad_flag" and d.get("flag"):
         extra = f": {d['flag']}"
     elif sig.kind == "unsupported_quant" and d.get("method"):

@@ -1,0 +1,75 @@
+"""Can the target serve the workload at all? Checked before anything is launched.
+
+A workload the model cannot take (prompt + output beyond its context window, or beyond the
+`--max-model-len` the user pinned in base_flags; one request's KV cache larger than the node's
+memory after the weights) would only produce minutes of refused requests on a real node. A
+workload the user gave is refused here with the numbers (exit 2); the default one (the story's
+20k/1k, right for the story's model, not for every model) is shrunk to fit, and the run says so.
+"""
+from __future__ import annotations
+
+from tools.bench.workload import Workload
+from agent.errors import BadInput
+from tools.models import KV_DTYPE_BYTES, PRECISIONS
+
+# The flags by which a framework caps the context below the model's own window.
+CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--max_model_len", "--context_length")
+
+
+def window(card, base_flags: dict) -> tuple[int | None, str]:
+    """The context the server will allow, and where that number comes from."""
+    w, src = int(getattr(card, "max_position_embeddings", 0) or 0) or None, "the model's max_position_embeddings"
+    for flag in CONTEXT_FLAGS:
+        v = base_flags.get(flag)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0 and (w is None or v < w):
+            w, src = v, f"base_flags {flag} {v}"
+    return w, src
+
+
+def _kv_fits(card, hw, tokens: int) -> tuple[bool, float, float]:
+    """One request's KV against the node's memory left after the weights, in GB, both at the most
+    compact precision known: refuse only what no quantization the loop may try could make fit."""
+    try:
+        kv = card.kv_bytes_per_token(min(KV_DTYPE_BYTES, key=KV_DTYPE_BYTES.get)) * tokens / 1e9
+        weights = min(card.weight_bytes(p) for p in PRECISIONS) / 1e9
+        free = float(hw.hbm_gb) * int(getattr(hw, "gpus_per_node", 1) or 1) - weights
+    except Exception:  # noqa: BLE001  a card or profile without the numbers: nothing to check
+        return True, 0.0, 0.0
+    return kv <= free, kv, free
+
+
+def _shrink(w: Workload, limit: int) -> Workload:
+    """The largest power-of-two prompt (keeping the output an eighth of it, at most the default's)
+    that leaves the output room inside `limit`."""
+    out = min(w.output_len, max(16, limit // 8))
+    inp = 1
+    while inp * 2 + out <= limit and inp * 2 <= w.input_len:
+        inp *= 2
+    return w.model_copy(update={"input_len": inp, "output_len": out})
+
+
+def fit(measure, card, hw, base_flags: dict, model: str) -> list[str]:
+    """Check (and, for defaulted workloads, shrink in place) measure.workload and
+    measure.single_stream; returns the notes saying what was changed and why."""
+    limit, src = window(card, base_flags)
+    notes: list[str] = []
+    for field in ("workload", "single_stream"):
+        w: Workload = getattr(measure, field)
+        need = w.input_len + w.output_len
+        if limit and need > limit:
+            if field in measure.model_fields_set:
+                raise BadInput(f"measure.{field}: {w.input_len} input + {w.output_len} output = {need} tokens "
+                               f"exceeds the {limit}-token context of {model} ({src}); give input_len + "
+                               f"output_len <= {limit} in --config")
+            new = _shrink(w, limit)
+            setattr(measure, field, new)
+            notes.append(f"{field}: the default {w.input_len}/{w.output_len} tokens does not fit {model}'s "
+                         f"{limit}-token context ({src}); using {new.input_len} in / {new.output_len} out "
+                         f"(prefix hit {new.prefix_hit:g}). Set measure.{field} in --config to choose another")
+        w = getattr(measure, field)
+        ok, kv, free = _kv_fits(card, hw, w.input_len + w.output_len)
+        if not ok:
+            raise BadInput(f"measure.{field}: one request of {w.input_len + w.output_len} tokens needs "
+                           f"{kv:.1f} GB of KV cache, more than the {free:.1f} GB {hw.name} has after the "
+                           f"model's weights; use a shorter workload or a larger node")
+    return notes
