@@ -48,11 +48,35 @@ def _shrink(w: Workload, limit: int) -> Workload:
     return w.model_copy(update={"input_len": inp, "output_len": out})
 
 
+# The defaults are sized for a GPU node (the story's 20k/1k workload, 2-minute load levels, 200
+# items per eval task). A CPU node serves a small model at tens of tokens per second: the same
+# settings would take hours per trial. These are what one trial on a 2-core host can measure in a
+# few minutes; each applies only where the user set nothing.
+CPU_MEASURE = {"workload": Workload(input_len=512, output_len=64, prefix_hit=0.5),
+               "single_stream": Workload(input_len=256, output_len=64, prefix_hit=0.0),
+               "duration_s": 15.0, "requests_per_point": 12, "max_points": 8, "bisect_steps": 2,
+               "single_stream_requests": 2, "eval_items": 20}
+
+
+def _cpu_defaults(measure, hw) -> list[str]:
+    if getattr(hw, "vendor", "") != "cpu":
+        return []
+    changed = {k: v for k, v in CPU_MEASURE.items() if k not in measure.model_fields_set}
+    for k, v in changed.items():
+        setattr(measure, k, v)
+    if not changed:
+        return []
+    shown = ", ".join(f"{k} {v.input_len}/{v.output_len}" if isinstance(v, Workload) else f"{k} {v:g}"
+                      for k, v in changed.items())
+    return [f"measure on a CPU node: {shown} (the defaults are sized for GPU nodes); "
+            "set them in --config to choose others"]
+
+
 def fit(measure, card, hw, base_flags: dict, model: str) -> list[str]:
     """Check (and, for defaulted workloads, shrink in place) measure.workload and
     measure.single_stream; returns the notes saying what was changed and why."""
     limit, src = window(card, base_flags)
-    notes: list[str] = []
+    notes: list[str] = _cpu_defaults(measure, hw)
     for field in ("workload", "single_stream"):
         w: Workload = getattr(measure, field)
         need = w.input_len + w.output_len

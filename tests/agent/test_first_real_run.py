@@ -107,8 +107,8 @@ def test_a_baseline_that_never_starts_fails_the_run_with_its_diagnosis(tmp_path)
     assert e.value.exit_code == EXIT["failed"] == 1
 
 
-def _cfg(**measure):
-    return RunConfig(target=Target(model="smollm2-135m", hw="cpu"), measure=Measure(**measure))
+def _cfg(hw="cpu", **measure):
+    return RunConfig(target=Target(model="smollm2-135m", hw=hw), measure=Measure(**measure))
 
 
 def test_a_workload_past_the_models_context_is_refused_before_launch():
@@ -121,10 +121,11 @@ def test_a_workload_past_the_models_context_is_refused_before_launch():
 
 
 def test_the_default_workload_is_fitted_to_the_model_and_says_so():
-    cfg = _cfg().check()
+    cfg = _cfg(hw="h200").check()
     w = cfg.measure.workload
     assert w.input_len + w.output_len <= 8192 and w.input_len == 4096
     assert any("does not fit smollm2-135m's 8192-token context" in n for n in cfg.notes)
+    assert cfg.measure.single_stream.input_len + cfg.measure.single_stream.output_len <= 8192
     big = RunConfig(target=Target(model="glm-5.2", hw="mi355x")).check()
     assert big.measure.workload.input_len == 20000 and not big.notes  # the story's workload fits the story's model
 
@@ -136,3 +137,12 @@ def test_cli_exits_2_before_launching_a_workload_that_cannot_fit(agent, tmp_path
               "--run-dir", str(tmp_path / "run"))
     assert r.returncode == 2 and "21000 tokens exceeds the 8192-token context" in r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_cpu_node_gets_measurements_it_can_finish_and_the_users_settings_win():
+    cfg = _cfg().check()
+    m = cfg.measure
+    assert (m.workload.input_len, m.workload.output_len, m.eval_items, m.duration_s) == (512, 64, 20, 15.0)
+    assert any(n.startswith("measure on a CPU node") for n in cfg.notes)
+    mine = _cfg(eval_items=50, workload=Workload(input_len=100, output_len=10)).check().measure
+    assert (mine.eval_items, mine.workload.input_len, mine.duration_s) == (50, 100, 15.0)

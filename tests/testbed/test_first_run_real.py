@@ -1,0 +1,140 @@
+"""Issue 20 on the real testbed: the README's first real run exactly as written; a workload the
+model cannot take refused before any launch; Ctrl-C during a real sweep ends the run within
+seconds with nothing of the server left, and `agent resume` continues it."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.ledger import Ledger
+
+pytestmark = [pytest.mark.testbed, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT = [sys.executable, "-c", "from agent.cli import main; main()"]  # the `agent` console script's code
+DEFAULT_DIR = "~/.cache/inferloop/testbed"
+
+
+def readme_command() -> tuple[dict[str, str], list[str]]:
+    """The README's local-backend example as a user would paste it (continuation lines joined):
+    its leading VAR=value assignments, and the command."""
+    text = (REPO / "README.md").read_text()
+    m = re.search(r"^ {4}((?:\w+=\S+ )*agent optimize --model ~/\.cache/inferloop/testbed/model .*?)(?:\n(?! {4})|\n\n)",
+                  text, re.S | re.M)
+    assert m, "README.md lost its first-real-run example"
+    words = shlex.split(m.group(1).replace("\\\n", " "))
+    env = {}
+    while re.fullmatch(r"\w+=\S*", words[0]):
+        k, _, v = words.pop(0).partition("=")
+        env[k] = v
+    return env, words
+
+
+def _env():
+    from testbed.serve import vllm_env
+    return vllm_env()
+
+
+def _group_alive(pgid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if os.getpgid(int(d.name)) == pgid:
+                    out.append(int(d.name))
+            except ProcessLookupError:
+                pass
+    return out
+
+
+def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
+    env, argv = readme_command()
+    assert argv[:2] == ["agent", "optimize"] and "--config" not in argv  # a newcomer's command: no settings file
+    root = str(testbed.root)
+    argv = AGENT + [a.replace(DEFAULT_DIR, root) if a.startswith(DEFAULT_DIR) else a for a in argv[1:]]
+    budget = int(argv[argv.index("--budget") + 1])
+    env = {**os.environ, **env}  # the shell's environment, as the user has it
+    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=2400)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "does not fit" in r.stderr and "measure on a CPU node" in r.stderr  # it said what it chose, and why
+    assert "server starting" in r.stderr or "launching" in r.stderr
+    (run,) = [p.parent for p in (tmp_path / "logs").glob("*/ledger.sqlite")]
+    led = Ledger(run)
+    assert led.meta("status") == "done" and 1 <= led.launched_count() <= budget
+    decided = [t for t in led.trials() if t["verdict"] in ("kept", "reverted")]
+    assert decided and all(led.measurements(t["id"]) for t in decided)  # measured, not guessed
+    for t in decided:  # every verdict names its numbers
+        assert re.search(r"\d+\.\d tok/s|knee tok/s/node \d", t["reason"]), t["reason"]
+        assert t["numbers"]["candidate"]
+    assert not list(run.rglob("*.pgid"))  # every server stopped
+
+
+def test_a_20k_workload_on_this_model_exits_2_before_launching(testbed, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"measure": {"workload": {"input_len": 20000, "output_len": 1000}}}))
+    d = tmp_path / "run"
+    r = subprocess.run(AGENT + ["optimize", "--model", str(testbed.model_dir), "--hw", "cpu", "--backend", "local",
+                                "--model-path", str(testbed.model_dir), "--python", str(testbed.python),
+                                "--config", str(cfg), "--run-dir", str(d)],
+                       cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "21000 tokens exceeds the 8192-token context" in r.stderr and "Traceback" not in r.stderr
+    assert not d.exists()  # nothing launched, nothing written
+
+
+def test_ctrl_c_during_a_real_sweep_stops_within_seconds_and_resume_continues(testbed, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "base_flags": {"--max-model-len": 4096, **testbed.serving_flags},
+        "measure": {"workload": {"input_len": 256, "output_len": 32, "prefix_hit": 0.0}, "duration_s": 20,
+                    "requests_per_point": 16, "max_points": 6, "bisect_steps": 0, "eval_items": 10,
+                    "eval_tasks": ["qa"]}}))
+    d = tmp_path / "run"
+    argv = AGENT + ["optimize", "--model", str(testbed.model_dir), "--hw", "cpu", "--backend", "local",
+                    "--model-path", str(testbed.model_dir), "--python", str(testbed.python), "--config", str(cfg),
+                    "--budget", "1", "--approve", "never", "--run-dir", str(d)]
+    p = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    in_sweep = threading.Event()
+
+    def read():
+        for line in p.stderr:
+            lines.append(line)
+            if re.match(r"\s+rate [\d.]+: \d+ requests", line):  # a load level of the real sweep finished
+                in_sweep.set()
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert in_sweep.wait(600), "".join(lines)[-3000:]
+        pgids = [int(f.read_text()) for f in d.rglob("*.pgid")]
+        assert pgids and _group_alive(pgids[0])  # the real server is up, mid-sweep
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines)
+    assert rc == 130 and took < 10, (rc, took, out[-2000:])
+    assert f"agent resume {d}" in out
+    assert all(not _group_alive(g) for g in pgids)  # API server, engine and worker: all gone
+    led = Ledger(d)
+    assert led.meta("status") == "interrupted"
+    led.close()
+    r = subprocess.run(AGENT + ["resume", str(d), "--json"], cwd=REPO, env=_env(), capture_output=True, text=True,
+                       timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    led = Ledger(d)
+    assert led.meta("status") == "done"
+    (t,) = led.trials()
+    assert t["verdict"] == "kept" and led.measurements(t["id"])  # the interrupted baseline, measured after all
