@@ -108,7 +108,7 @@ class RunConfig(BaseModel):
             raise BadInput(f"--model-path {self.target.model_path!r} is not a directory")
         card, hw = resolve_target(self.target)
         from agent.workload_fit import fit
-        self.notes = [*self.notes, *(n for n in fit(self.measure, card, hw, self.base_flags, self.target.model)
+        self.notes = [*self.notes, *(n for n in fit(self.measure, self.gate, card, hw, self.base_flags, self.target.model)
                                      if n not in self.notes)]
         return self
 
