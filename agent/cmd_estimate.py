@@ -28,10 +28,10 @@ _PARALLEL = {"--tp-size": "tp", "--tensor-parallel-size": "tp", "--dp-size": "dp
              "--data-parallel-size": "dp", "--ep-size": "ep", "--enable-expert-parallel": "ep"}
 
 
-def candidate_from_cli(framework: str, weights: str, tail: list[str]) -> Candidate:
+def candidate_from_cli(framework: str, weights: str, tail: list[str], version: str | None = None) -> Candidate:
     """The framework's own flags -> a Candidate (parallelism lifted out, the rest kept verbatim
     by canonical name). Bad flags or values -> BadInput naming them and what is allowed."""
-    fw = frameworks.get(framework)
+    fw = frameworks.get(framework, version)
     if weights not in PRECISIONS:
         raise BadInput(f"unknown weights {weights!r}; allowed: {', '.join(PRECISIONS)}")
     try:
@@ -54,24 +54,27 @@ def candidate_from_cli(framework: str, weights: str, tail: list[str]) -> Candida
 
 def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned: bool, tail: list[str],
                  input_len: int, output_len: int, prefix_hit: float, rates: list[float] | None,
-                 concurrency: int | None, ttft_slo: float, seed: int = 0, duration_s: float = 120.0) -> dict:
+                 concurrency: int | None, ttft_slo: float, seed: int = 0, duration_s: float = 120.0,
+                 framework_version: str | None = None) -> dict:
     from sandboxes.sim import SimSandbox
     from sandboxes.sim.estimate import estimate
     from tools.bench.workload import Workload
 
     card, prof = get_model(model), get_hardware(hw)
-    cand = candidate_from_cli(framework, weights, tail)
+    cand = candidate_from_cli(framework, weights, tail, framework_version)
+    fw = frameworks.get(framework, framework_version)
+    versions = {framework: fw.version}
     # with DP attention, dp splits attention inside the tp GPUs instead of adding replicas
     gpus = cand.parallel.tp if cand.flags.get("--enable-dp-attention") else cand.parallel.gpus
     if gpus > prof.gpus_per_node:
         raise BadInput(f"tp x dp = {gpus} GPUs, but a {hw} node has {prof.gpus_per_node}")
     if not (0.0 <= prefix_hit <= 1.0) or input_len < 1 or output_len < 1:
         raise BadInput("--input-len and --output-len must be >= 1 and --prefix-hit within [0, 1]")
-    notes: list[str] = []
+    notes: list[str] = [fw.version_note] if fw.version_note else []
     with tempfile.TemporaryDirectory(prefix="inferloop-estimate-") as d:
         run_dir = Path(d)
         # Stock source first: tell the user about failures a real launch would hit...
-        strict = SimSandbox(card, prof, seed=seed)
+        strict = SimSandbox(card, prof, seed=seed, framework_versions=versions)
         try:
             strict.launch(cand, run_dir)
         except LaunchFailure as e:
@@ -83,7 +86,7 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
             notes.append(f"stock {framework} fails to start ({e.diagnosis.kind}: {e.diagnosis.message}); "
                          f"estimated as if that were fixed")
         # ...then predict performance as if the source were fixed.
-        sim = SimSandbox(card, prof, seed=seed, check_source=False)
+        sim = SimSandbox(card, prof, seed=seed, check_source=False, framework_versions=versions)
         if moe_tuned and card.is_moe:
             files = sim.tune_moe(cand, run_dir)
             cand = cand.model_copy(update={"moe_configs": [str(f) for f in files]})
@@ -96,7 +99,7 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
                                    duration_s=duration_s, seed=seed))
     out = res.model_dump(mode="json")
     out["config"] = {"model": model, "weights": weights, "hw": hw, "framework": framework,
-                     "moe_tuned": moe_tuned, "flags": tail, "simulated_s": round(sim.elapsed_s(), 1)}
+                     "framework_version": fw.version, "moe_tuned": moe_tuned, "flags": tail, "simulated_s": round(sim.elapsed_s(), 1)}
     out["notes"] = notes
     return out
 
@@ -129,6 +132,8 @@ def register(app: typer.Typer) -> None:
         weights: str = typer.Option("bf16", help="checkpoint precision: bf16 | fp8 | mxfp4"),
         hw: str = typer.Option("mi355x", help="mi355x | mi300x | b200 | b300 | h200 | h100 | cpu"),
         framework: str = typer.Option("sglang", help="vllm | sglang | atom"),
+        framework_version: str = typer.Option(None, help="the framework version whose CLI parses the flags "
+                                              "(default: the newest with a shipped schema; see README)"),
         moe_tuned: bool = typer.Option(False, "--moe-tuned", help="run the MoE tuner for the model's shapes first"),
         input_len: int = typer.Option(20000, help="prompt tokens per request"),
         output_len: int = typer.Option(1000, help="generated tokens per request"),
@@ -146,5 +151,5 @@ def register(app: typer.Typer) -> None:
         out = run_estimate(model=model, weights=weights, hw=hw, framework=framework, moe_tuned=moe_tuned,
                            tail=list(ctx.args), input_len=input_len, output_len=output_len,
                            prefix_hit=prefix_hit, rates=_rates(rates), concurrency=concurrency,
-                           ttft_slo=ttft_slo, seed=seed)
+                           ttft_slo=ttft_slo, seed=seed, framework_version=framework_version)
         typer.echo(json.dumps(out, indent=2) if as_json else _table(out))

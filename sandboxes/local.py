@@ -57,7 +57,7 @@ class LocalSandbox:
         return {fw.moe_config_env: str(d.resolve())}
 
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
-        fw = frameworks.get(candidate.framework)
+        fw = frameworks.get(candidate.framework, getattr(self, "framework_versions", {}).get(candidate.framework))
         fw.validate(candidate)
         if not self.model_dir.exists():
             raise BadInput(f"model directory {self.model_dir} does not exist")

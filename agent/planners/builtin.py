@@ -274,7 +274,8 @@ def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
     out: list[tuple[dict, str]] = []
     f = fw.flags
     if "--speculative-algorithm" in f:
-        choices = f["--speculative-algorithm"].choices or []
+        # The version's own list (0.5.23's flag is a free string: its help names the builtins).
+        choices = fw.spec_algorithms() if hasattr(fw, "spec_algorithms") else (f["--speculative-algorithm"].choices or [])
         algo = next((a for a in (("NEXTN", "EAGLE", "MTP") if mtp else ("NGRAM",)) if a in choices), None)
         if algo:
             for d in SPEC_DEPTHS:

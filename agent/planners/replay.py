@@ -57,6 +57,12 @@ def build_candidate(inc: Candidate, a: Adapted) -> Candidate:
         upd["parallel"] = a.parallel
     if a.flags:
         flags = dict(c.flags)
+        fw = fwmod.get(c.framework)
+        if hasattr(fw, "translate"):  # a playbook recorded on another version: its renamed flags
+            renamed, notes = fw.translate({k: v for k, v in a.flags.items() if v is not None})
+            if notes:
+                a.notes.extend(notes)  # recorded with the step's other adaptations
+                a.flags = {**{k: v for k, v in a.flags.items() if v is None}, **renamed}
         for k, v in a.flags.items():
             if v is None:
                 flags.pop(k, None)

@@ -43,8 +43,9 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cfg.kv_dtype = _KV["sglang"].get(str(g("--kv-cache-dtype", "auto")), "auto")
         algo = g("--speculative-algorithm")
         if algo:
+            # 0.5.23 takes any string (a plugin's algorithm); unknown ones draft like EAGLE.
             cfg.spec = {"NEXTN": "mtp", "EAGLE": "mtp" if model.mtp_layers else "eagle", "EAGLE3": "eagle3",
-                        "STANDALONE": "eagle3", "NGRAM": "ngram"}[str(algo)]
+                        "STANDALONE": "eagle3", "NGRAM": "ngram"}.get(str(algo).upper(), "eagle")
             steps, topk, draft = g("--speculative-num-steps"), g("--speculative-eagle-topk"), g("--speculative-num-draft-tokens")
             if steps is None and topk is None and draft is None:
                 steps, topk, draft = 3, 1, 4  # sglang's auto choice for DeepSeek/GLM MTP
@@ -68,7 +69,9 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
         cfg.chunk = min(chunk, max_prefill) if chunk > 0 else max_prefill
         cfg.mem_fraction = float(g("--mem-fraction-static") or 0.85)
         cfg.prefix_cache = not g("--disable-radix-cache")
-        cfg.graph_max_bs = int(g("--cuda-graph-max-bs") or (cfg.max_running if cfg.spec else 256))
+        # 0.5.23 split the bound into -decode/-prefill; decode is what the old one bounded.
+        cfg.graph_max_bs = int(g("--cuda-graph-max-bs") or g("--cuda-graph-max-bs-decode")
+                               or (cfg.max_running if cfg.spec else 256))
         # spec decoding (v1) turns the overlap scheduler off, as sglang logs
         cfg.overlap = not g("--disable-overlap-schedule") and not cfg.spec
         cfg.decode_steps = int(g("--num-continuous-decode-steps") or 1)

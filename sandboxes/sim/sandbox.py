@@ -90,10 +90,12 @@ class SimSandbox:
 
     def __init__(self, model: str | ModelCard = "glm-5.2", hw: str | HardwareProfile = "mi355x", *,
                  seed: int = 0, noise: float = 0.02, shared_dir: Path | None = None,
-                 check_source: bool = True):
+                 check_source: bool = True, framework_versions: dict[str, str] | None = None):
         # check_source=False: predict performance as if the framework's source bugs were fixed
         # (`agent estimate`); bad flags and memory are still checked.
         self.check_source = check_source
+        # The framework version each launch parses its flags with (None: the newest schema).
+        self.framework_versions = dict(framework_versions or {})
         self.model = get_model(model) if isinstance(model, str) else model
         self.hw = get_hardware(hw) if isinstance(hw, str) else hw
         self.seed, self.noise, self.shared_dir = seed, noise, shared_dir
@@ -129,7 +131,7 @@ class SimSandbox:
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, candidate: Candidate, run_dir: Path) -> SimServer:
-        fw = frameworks.get(candidate.framework)
+        fw = frameworks.get(candidate.framework, self.framework_versions.get(candidate.framework))
         run_dir = Path(run_dir)
         tree = self.source_tree(candidate.framework, run_dir)
         self.launches += 1

@@ -51,8 +51,9 @@ def test_parse_flags(fw, args, expected):
 
 @pytest.mark.parametrize("fw,args,message", [
     ("vllm", ["--foo", "1"], "unrecognized arguments: --foo 1"),
-    # exactly what vLLM 0.32's api_server printed for the same argument (checked 2026-11-29)
-    ("vllm", ["--kv-cache-dtype", "fp9"], "argument --kv-cache-dtype: invalid choice: 'fp9' (choose from "
+    # exactly what vLLM 0.32's api_server printed for the same argument (checked 2026-11-29); 0.33
+    # takes any string there (its engine checks it)
+    ("vllm@0.32.0", ["--kv-cache-dtype", "fp9"], "argument --kv-cache-dtype: invalid choice: 'fp9' (choose from "
      "'auto', 'bfloat16', 'float16', 'fp8', 'fp8_ds_mla', 'fp8_e4m3', 'fp8_e5m2', 'fp8_inc', 'fp8_per_token_head', "
      "'int4_per_token_head', 'int8_per_token_head', 'nvfp4', 'nvfp4_4over6', 'nvfp4_ds_mla', 'turboquant_3bit_nc', "
      "'turboquant_4bit_nc', 'turboquant_k3v4_nc', 'turboquant_k8v4', 'ultraquant_4bit')"),
@@ -67,18 +68,28 @@ def test_parse_flags(fw, args, expected):
     ("vllm", ["--max-num-batched-tokens", "auto"], "argument --max-num-batched-tokens: invalid human_readable_int "
      "value: 'auto'"),
     ("sglang", ["--max_running_requests", "8"], "unrecognized arguments: --max_running_requests 8"),
-    ("sglang", ["--speculative-algorithm", "MTP"], "argument --speculative-algorithm: invalid choice: 'MTP' "
-     "(choose from 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')"),
+    # 0.5.23 split it into -decode/-prefill, so argparse's prefix matching finds two
+    ("sglang@0.5.23", ["--cuda-graph-max-bs", "75"], "ambiguous option: --cuda-graph-max-bs could match "
+     "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"),
+    ("sglang@0.5.23", ["--kv-cache-dtype", "fp4_e2m1"], "argument --kv-cache-dtype: invalid choice: 'fp4_e2m1' "
+     "(choose from 'auto', 'fp8_e5m2', 'fp8_e4m3', 'mxfp8', 'bf16', 'bfloat16', 'nvfp4', 'fp4_mx_block16')"),
     ("sglang", ["--no-disable-radix-cache"], "unrecognized arguments: --no-disable-radix-cache"),
     ("atom", ["--quantization", "mxfp4"], "unrecognized arguments: --quantization mxfp4"),
-    ("atom", ["--kv_cache_dtype", "fp8_e4m3"], "argument --kv_cache_dtype: invalid choice: 'fp8_e4m3' "
+    ("atom@2026-06-17", ["--kv_cache_dtype", "fp8_e4m3"], "argument --kv_cache_dtype: invalid choice: 'fp8_e4m3' "
      "(choose from 'bf16', 'fp8')"),
 ])
 def test_parse_flags_errors_read_like_argparse(fw, args, message):
+    f = at(fw)
     with pytest.raises(FlagError) as e:
-        get(fw).parse_flags(args)
+        f.parse_flags(args)
     assert str(e.value) == message
-    assert e.value.log_line(get(fw).prog) == f"{get(fw).prog}: error: {message}"
+    assert e.value.log_line(f.prog) == f"{f.prog}: error: {message}"
+
+
+def at(fw: str):
+    """`name@version` -> that version's adapter; a bare name -> the newest."""
+    name, _, version = fw.partition("@")
+    return get(name, version or None)
 
 
 def test_argv_vllm():
@@ -121,19 +132,20 @@ def test_argv_round_trips_through_parse_flags(fw):
 
 
 @pytest.mark.parametrize("fw,flags,message", [
-    ("vllm", {"--kv-cache-dtype": "fp9"}, "vllm flag --kv-cache-dtype: argument --kv-cache-dtype: invalid "
+    ("vllm@0.32.0", {"--kv-cache-dtype": "fp9"}, "vllm flag --kv-cache-dtype: argument --kv-cache-dtype: invalid "
      "choice: 'fp9' (choose from 'auto', 'bfloat16', "),
-    ("vllm", {"--kv-cache-dtype": "fp9"}, "; allowed: auto, bfloat16, float16, fp8, "),
-    ("vllm", {"--max-num-sequences": 8}, "vllm has no flag '--max-num-sequences'"),
+    ("vllm@0.32.0", {"--kv-cache-dtype": "fp9"}, "; allowed: auto, bfloat16, float16, fp8, "),
+    ("vllm", {"--max-num-sequences": 8}, "vllm 0.33.0 has no flag '--max-num-sequences'"),
     ("vllm", {"--tensor-parallel-size": 8}, "set from the candidate's parallel"),
     ("vllm", {"--port": 8}, "set by the launcher"),
     ("sglang", {"--max-running-requests": True}, "needs a value (int)"),
     ("sglang", {"--disable-radix-cache": "yes"}, "is a switch"),
-    ("atom", {"--quantization": "mxfp4"}, "atom has no flag '--quantization'"),
+    ("atom", {"--quantization": "mxfp4"}, "atom 2026-08-22 has no flag '--quantization'"),
+    ("sglang@0.5.23", {"--cuda-graph-max-bs": 75}, "ambiguous option: --cuda-graph-max-bs could match"),
 ])
 def test_validate_names_the_flag(fw, flags, message):
     with pytest.raises(BadInput) as e:
-        get(fw).validate(Candidate(framework=fw, flags=flags))
+        at(fw).validate(Candidate(framework=fw.partition("@")[0], flags=flags))
     assert message in str(e.value)
 
 

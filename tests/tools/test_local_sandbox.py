@@ -56,8 +56,8 @@ def test_sglang_and_atom_launch(tmp_path, fake_python):
 
 def test_invalid_candidate_is_rejected_before_launch(tmp_path, fake_python):
     sb = LocalSandbox(tmp_path, python=fake_python)
-    with pytest.raises(BadInput, match="--kv-cache-dtype"):
-        sb.launch(Candidate(framework="vllm", flags={"--kv-cache-dtype": "fp9"}), tmp_path / "r")
+    with pytest.raises(BadInput, match="--max-num-seqs"):  # refused by every vLLM version's parser
+        sb.launch(Candidate(framework="vllm", flags={"--max-num-seqs": "many"}), tmp_path / "r")
     with pytest.raises(BadInput, match="does not exist"):
         LocalSandbox(tmp_path / "nope", python=fake_python).launch(Candidate(framework="vllm"), tmp_path / "r")
 

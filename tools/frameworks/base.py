@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from agent.errors import BadInput
 from tools.candidate import Candidate
+from tools.frameworks.schemas.parser import FlagError  # noqa: F401 - re-exported: adapters and the sim raise it
 from tools.protocols import Diagnosis
 
 # human_int[_or_auto]: vLLM's human_readable_int[_or_auto] ('8k' = 8000, '8K' = 8192; '-1'/'auto').
@@ -40,6 +41,9 @@ class FlagSpec(BaseModel):
     # (value, workload feature) where that value switches the feature off: a radix-cache kill switch
     # defeats prefix reuse, so no launch is spent on it for a workload whose prompts share prefixes.
     defeats: tuple[Any, str] | None = None
+    nargs: Any = None  # argparse nargs from the schema ('+': a list value renders as separate tokens)
+    deprecated: bool = False  # the framework marks it deprecated (it still parses)
+    negatives: list[str] = []  # option strings that set a negatable switch False (schema adapters)
 
     @property
     def display(self) -> str:
@@ -47,19 +51,6 @@ class FlagSpec(BaseModel):
         (BooleanOptionalAction adds `--no-<name>` right after the name)."""
         neg = ["--no-" + self.name[2:]] if self.negatable else []
         return "/".join([self.name, *neg, *self.aliases])
-
-
-class FlagError(ValueError):
-    """A flag the framework's CLI rejects. `str(e)` is argparse's message (what follows
-    `error: `); `log_line(prog)` is the whole stderr line the real CLI prints."""
-
-    def __init__(self, message: str, *, flag: str | None = None, value: object = None,
-                 allowed: list | None = None):
-        super().__init__(message)
-        self.flag, self.value, self.allowed = flag, value, allowed
-
-    def log_line(self, prog: str) -> str:
-        return f"{prog}: error: {self}"
 
 
 def F(name: str, type: FlagType = "str", *aliases: str, choices: list | None = None,
