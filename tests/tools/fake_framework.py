@@ -24,6 +24,8 @@ for k, v in sorted(os.environ.items()):
         print(f"env {k}={v}", flush=True)
 print("flags " + " ".join(f"{k}={v}" for k, v in flags.items()), flush=True)
 name = flags.get("--served-model-name") or flags.get(fw.model_flag)
+if isinstance(name, list):  # vLLM's --served-model-name takes several names (nargs="+"); the first is the model's
+    name = name[0]
 mock_server.main(["--port", str(flags[fw.port_flag]), "--host", flags.get("--host", "127.0.0.1"),
                   "--model", str(name), "--mode", os.environ.get("FAKE_MODE", "ok"),
                   "--ready-line", fw.ready_line, "--log-line", os.environ.get("FAKE_LOG_LINE", ""),
