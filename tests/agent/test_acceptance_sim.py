@@ -121,3 +121,19 @@ def test_result_json_holds_best_and_trials(run):
     assert len(res["trials"]) == len(led.trials()) and all(t["reason"] for t in res["trials"])
     for f in ("report.md", "report.html", "launch.sh", "playbook.yaml"):
         assert (d / f).is_file(), f
+
+
+def test_best_configuration_parses_under_the_real_sglang_0_5_23_parser(run):
+    """Issue 14: the configuration a user takes from the sim to a real node must start there. The
+    parser is sglang 0.5.23's own, rebuilt from the schema generated from its wheel."""
+    from tools import frameworks
+    from tools.candidate import Candidate
+    from tools.frameworks.schemas import load
+    from tools.frameworks.schemas.parser import build
+    _, out, _ = run
+    c = Candidate.model_validate({k: out["best"][k] for k in Candidate.model_fields if k in out["best"]})
+    assert c.framework == "sglang"
+    fw = frameworks.get("sglang", "0.5.23")
+    argv = fw.argv(c, model="/models/glm-5.2", port=30000, served_name="glm-5.2")
+    parsed = build(load("sglang", "0.5.23")).parse(argv[3:])  # raises FlagError (argparse's words) if it would not start
+    assert parsed and "--cuda-graph-max-bs" not in argv  # ambiguous on 0.5.23: split into -decode / -prefill

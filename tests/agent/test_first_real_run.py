@@ -142,7 +142,8 @@ def test_cli_exits_2_before_launching_a_workload_that_cannot_fit(agent, tmp_path
 def test_a_cpu_node_gets_measurements_it_can_finish_and_the_users_settings_win():
     cfg = _cfg().check()
     m = cfg.measure
-    assert (m.workload.input_len, m.workload.output_len, m.eval_items, m.duration_s) == (512, 64, 20, 15.0)
+    assert (m.workload.input_len, m.workload.output_len, m.eval_items, m.duration_s) == (512, 64, 10, 10.0)
     assert any(n.startswith("measure on a CPU node") for n in cfg.notes) and cfg.gate.noise_floor == 0.15
+    assert cfg.gate.max_repeats == 2
     mine = _cfg(eval_items=50, workload=Workload(input_len=100, output_len=10)).check().measure
-    assert (mine.eval_items, mine.workload.input_len, mine.duration_s) == (50, 100, 15.0)
+    assert (mine.eval_items, mine.workload.input_len, mine.duration_s) == (50, 100, 10.0)
