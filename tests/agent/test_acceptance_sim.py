@@ -121,3 +121,26 @@ def test_result_json_holds_best_and_trials(run):
     assert len(res["trials"]) == len(led.trials()) and all(t["reason"] for t in res["trials"])
     for f in ("report.md", "report.html", "launch.sh", "playbook.yaml"):
         assert (d / f).is_file(), f
+
+
+def test_every_configuration_it_outputs_holds_human_numbers(run):
+    """Issue 17: no `--mem-fraction-static 0.8372033759818311` or `--max-prefill-tokens 21784`
+    in the best flags, the launch script or the playbook: numeric search works on a human grid."""
+    import shlex
+
+    import yaml
+
+    from agent.planners.grid import is_human
+    d, out, _ = run
+    flags = out["best"]["flags"]
+    assert any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flags.values()), flags
+    assert all(is_human(v) for v in flags.values()), flags
+    for tok in shlex.split((d / "launch.sh").read_text(), comments=True):
+        try:
+            num = float(tok)
+        except ValueError:
+            continue
+        assert is_human(int(num) if num.is_integer() else num), tok
+    for step in yaml.safe_load((d / "playbook.yaml").read_text())["steps"]:
+        for v in (step.get("flags") or {}).values():
+            assert is_human(v), step
