@@ -123,6 +123,10 @@ EVAL_HELP = """Run an accuracy task against a running server and print accuracy 
 Tasks: gsm8k (5-shot, greedy, answer after ####; data: --data FILE, a JSONL of the official test split,
 fetched once with `curl -L -o gsm8k-test.jsonl https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data/test.jsonl`),
 qa (short factual questions), parity (greedy outputs compared with --reference-url's, item by item).
+--harness lm-eval scores the task with lm-evaluation-harness (its local-completions model, against the
+same server; pip install 'inferloop[evals]'): gsm8k runs from the local file with lm-eval's gsm8k prompt,
+filters and metric and the same few-shot examples as ours, so the two compare item by item; any other
+name is an lm-eval task (gpqa_diamond_zeroshot, mmlu, ...) and needs the Hugging Face hub.
 With --baseline FILE (an earlier `agent eval --json` on the same task), also prints the paired
 comparison (exact McNemar, paired bootstrap) and the non-inferiority verdict at --margin."""
 
@@ -130,7 +134,9 @@ comparison (exact McNemar, paired bootstrap) and the non-inferiority verdict at 
 def eval_cmd(
     url: str = typer.Option(..., help="Base URL of an OpenAI-compatible server"),
     model: str = typer.Option(..., help="Model name as the server serves it"),
-    task: str = typer.Option(..., help="gsm8k | qa | parity"),
+    task: str = typer.Option(..., help="gsm8k | qa | parity; with --harness lm-eval, any lm-eval task name"),
+    harness: str = typer.Option("inferloop", help="inferloop (the project's tasks) | lm-eval (lm-evaluation-harness's "
+                                "local-completions model; gsm8k from local files, other tasks from the HF hub)"),
     limit: Optional[int] = typer.Option(None, min=1, help="Evaluate only the first N items"),
     data: Optional[Path] = typer.Option(None, help="GSM8K test JSONL (default: the shared data folder)"),
     reference_url: Optional[str] = typer.Option(None, help="parity: the reference server's URL"),
@@ -145,19 +151,28 @@ def eval_cmd(
     from tools.evals.stats import compare
     from agent.errors import unknown
 
-    if task not in TASKS:
+    from tools.evals import HARNESSES
+    if harness not in HARNESSES:
+        raise unknown("harness", harness, HARNESSES)
+    if harness == "inferloop" and task not in TASKS:
         raise unknown("eval task", task, TASKS)
     if task == "parity" and not reference_url:
         raise BadInput("--task parity needs --reference-url (the server whose greedy outputs are the reference)")
     base = _load_baseline(baseline, task) if baseline else None
-    t = get_task(task, data=data)
     client = OpenAIClient(url, model)
-    client.check()
-    if task == "parity":
+    if harness == "lm-eval":
+        from tools.evals import lm_eval
+        lm_eval.need()
+        client.check()
+        res = lm_eval.run(url, model, task, data=data, limit=limit, seed=seed)
+    elif task == "parity":
+        client.check()
         ref = OpenAIClient(reference_url, reference_model or model)
         ref.check()
-        res = asyncio.run(t.arun_pair(ref, client, limit=limit, seed=seed))
+        res = asyncio.run(get_task(task).arun_pair(ref, client, limit=limit, seed=seed))
     else:
+        t = get_task(task, data=data)
+        client.check()
         res = t.run(client, limit=limit, seed=seed)
     out = res.model_dump()
     if base is not None:

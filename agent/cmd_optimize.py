@@ -85,7 +85,7 @@ def load_overrides(path: str | None) -> dict:
 
 def default_suite(cfg: RunConfig, card, hw, sandbox):
     """The eval tasks for this run (tools.evals), or the sandbox's own when it provides them."""
-    if hasattr(sandbox, "eval_suite"):
+    if hasattr(sandbox, "eval_suite") and cfg.measure.harness != "lm-eval":
         return sandbox.eval_suite()
     from tools.evals import suite_for  # noqa: the evals package names its default tasks
     suite = suite_for(cfg, card, hw)
