@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -24,14 +23,6 @@ def positive_floats(text: str, what: str) -> list[float]:
     if not vals or any(v <= 0 for v in vals):
         raise BadInput(f"{what} must be positive numbers, got {text!r}")
     return vals
-
-
-def _progress(enabled: bool, total: int | None):
-    if not enabled:
-        return None, None
-    from tqdm import tqdm
-    bar = tqdm(total=total, file=sys.stderr, unit="req", dynamic_ncols=True)
-    return bar, (lambda rec: bar.update(1))
 
 
 def bench(
@@ -57,6 +48,9 @@ def bench(
                                            "(default: logs/bench/<time>/records.jsonl)"),
     seed: int = typer.Option(0),
     as_json: bool = typer.Option(False, "--json", help="Print the BenchResult JSON only"),
+    vllm_json: Optional[Path] = typer.Option(None, help="Also write vLLM's `bench serve` result JSON here, one "
+                                             "object per load level (as --save-result --append-result), for "
+                                             "dashboards that read vLLM's results"),
 ) -> None:
     """Benchmark a running server: rate sweep (or fixed concurrency), knee under the TTFT SLO,
     single-stream tok/s, raw records as JSONL."""
@@ -83,20 +77,24 @@ def bench(
         per = None
     else:
         per = (sum(n(r) for r in rate_list) if duration else num_prompts * len(rate_list or conc_list)) * repeats
-    bar, tick = _progress(not as_json and sys.stderr.isatty(), per and per + warmup + single_stream)
-    client.progress = tick
     path = records or Path("logs") / "bench" / time.strftime("%Y%m%d-%H%M%S") / "records.jsonl"
+    if vllm_json is not None:
+        vllm_json.unlink(missing_ok=True)  # this run's levels only, not an earlier run's
 
     def on_point(label, point, recs):
         save_jsonl(path, [{**label, **r.to_json()} for r in recs])
+        if vllm_json is not None:
+            from tools.bench import vllm_json as vj
+            conc = 1 if label.get("single_stream") else label.get("concurrency")
+            vj.append(vllm_json, vj.result(recs, model_id=model, tokenizer_id=str(tokenizer) if tokenizer else None,
+                                           request_rate=label.get("rate"), max_concurrency=conc, ttft_slo_s=ttft_slo))
 
-    try:
+    from agent import progress
+    with progress.task("bench", per and per + warmup + single_stream, "req") as bar:
+        client.progress = lambda rec: bar.advance()
         res = asyncio.run(sweep(client, w, ttft_slo_s=ttft_slo, rates=rate_list, concurrencies=conc_list, n=n,
                                 repeats=repeats, warmup=warmup, single_stream_n=single_stream, seed=seed,
                                 prompt_fn=maker.prompts, stop_after_break=stop_at_break, on_point=on_point))
-    finally:
-        if bar:
-            bar.close()
     res.workload["exact_prompts"] = maker.exact
     if as_json:
         typer.echo(res.model_dump_json())
@@ -115,7 +113,7 @@ def bench(
         typer.echo(f"single stream: {res.single_stream_tok_s:.1f} tok/s")
     if res.noise:
         typer.echo(f"noise: tok/s spread up to {res.noise['tok_s_rel_spread_max']:.1%} over {repeats} repeats")
-    typer.echo(f"records: {path}")
+    typer.echo(f"records: {path}" + (f"\nvLLM result JSON: {vllm_json}" if vllm_json else ""))
 
 
 EVAL_HELP = """Run an accuracy task against a running server and print accuracy with its standard error.
@@ -173,7 +171,10 @@ def eval_cmd(
     else:
         t = get_task(task, data=data)
         client.check()
-        res = t.run(client, limit=limit, seed=seed)
+        from agent import progress
+        with progress.task(f"eval {task}", min(limit or len(t.items), len(t.items)), "items") as bar:
+            client.progress = lambda rec: bar.advance()
+            res = t.run(client, limit=limit, seed=seed)
     out = res.model_dump()
     if base is not None:
         by_id = {i["id"]: int(i["correct"]) for i in base["items"]}
