@@ -91,5 +91,5 @@ def share(card: ModelCard, hw, candidate: dict, sweep: list[dict], workload: dic
         ach = fl / light["ttft_p50_s"]
         out.prefill = Share(achieved=ach, peak=peak, share=ach / peak,
                             detail=f"{fl / 1e12:.1f} TFLOP per prompt / TTFT p50 {light['ttft_p50_s']:.2f} s "
-                                   f"vs {peak / 1e12:,.0f} TFLOP/s {compute}")
+                                   f"vs {peak / 1e12:,.0f} TFLOP/s peak for {compute} GEMMs")
     return out
