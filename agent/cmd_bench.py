@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -24,14 +23,6 @@ def positive_floats(text: str, what: str) -> list[float]:
     if not vals or any(v <= 0 for v in vals):
         raise BadInput(f"{what} must be positive numbers, got {text!r}")
     return vals
-
-
-def _progress(enabled: bool, total: int | None):
-    if not enabled:
-        return None, None
-    from tqdm import tqdm
-    bar = tqdm(total=total, file=sys.stderr, unit="req", dynamic_ncols=True)
-    return bar, (lambda rec: bar.update(1))
 
 
 def bench(
@@ -57,6 +48,9 @@ def bench(
                                            "(default: logs/bench/<time>/records.jsonl)"),
     seed: int = typer.Option(0),
     as_json: bool = typer.Option(False, "--json", help="Print the BenchResult JSON only"),
+    vllm_json: Optional[Path] = typer.Option(None, help="Also write vLLM's `bench serve` result JSON here, one "
+                                             "object per load level (as --save-result --append-result), for "
+                                             "dashboards that read vLLM's results"),
 ) -> None:
     """Benchmark a running server: rate sweep (or fixed concurrency), knee under the TTFT SLO,
     single-stream tok/s, raw records as JSONL."""
@@ -83,20 +77,24 @@ def bench(
         per = None
     else:
         per = (sum(n(r) for r in rate_list) if duration else num_prompts * len(rate_list or conc_list)) * repeats
-    bar, tick = _progress(not as_json and sys.stderr.isatty(), per and per + warmup + single_stream)
-    client.progress = tick
     path = records or Path("logs") / "bench" / time.strftime("%Y%m%d-%H%M%S") / "records.jsonl"
+    if vllm_json is not None:
+        vllm_json.unlink(missing_ok=True)  # this run's levels only, not an earlier run's
 
     def on_point(label, point, recs):
         save_jsonl(path, [{**label, **r.to_json()} for r in recs])
+        if vllm_json is not None:
+            from tools.bench import vllm_json as vj
+            conc = 1 if label.get("single_stream") else label.get("concurrency")
+            vj.append(vllm_json, vj.result(recs, model_id=model, tokenizer_id=str(tokenizer) if tokenizer else None,
+                                           request_rate=label.get("rate"), max_concurrency=conc, ttft_slo_s=ttft_slo))
 
-    try:
+    from agent import progress
+    with progress.task("bench", per and per + warmup + single_stream, "req") as bar:
+        client.progress = lambda rec: bar.advance()
         res = asyncio.run(sweep(client, w, ttft_slo_s=ttft_slo, rates=rate_list, concurrencies=conc_list, n=n,
                                 repeats=repeats, warmup=warmup, single_stream_n=single_stream, seed=seed,
                                 prompt_fn=maker.prompts, stop_after_break=stop_at_break, on_point=on_point))
-    finally:
-        if bar:
-            bar.close()
     res.workload["exact_prompts"] = maker.exact
     if as_json:
         typer.echo(res.model_dump_json())
@@ -115,7 +113,7 @@ def bench(
         typer.echo(f"single stream: {res.single_stream_tok_s:.1f} tok/s")
     if res.noise:
         typer.echo(f"noise: tok/s spread up to {res.noise['tok_s_rel_spread_max']:.1%} over {repeats} repeats")
-    typer.echo(f"records: {path}")
+    typer.echo(f"records: {path}" + (f"\nvLLM result JSON: {vllm_json}" if vllm_json else ""))
 
 
 EVAL_HELP = """Run an accuracy task against a running server and print accuracy with its standard error.
@@ -123,6 +121,10 @@ EVAL_HELP = """Run an accuracy task against a running server and print accuracy 
 Tasks: gsm8k (5-shot, greedy, answer after ####; data: --data FILE, a JSONL of the official test split,
 fetched once with `curl -L -o gsm8k-test.jsonl https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data/test.jsonl`),
 qa (short factual questions), parity (greedy outputs compared with --reference-url's, item by item).
+--harness lm-eval scores the task with lm-evaluation-harness (its local-completions model, against the
+same server; pip install 'inferloop[evals]'): gsm8k runs from the local file with lm-eval's gsm8k prompt,
+filters and metric and the same few-shot examples as ours, so the two compare item by item; any other
+name is an lm-eval task (gpqa_diamond_zeroshot, mmlu, ...) and needs the Hugging Face hub.
 With --baseline FILE (an earlier `agent eval --json` on the same task), also prints the paired
 comparison (exact McNemar, paired bootstrap) and the non-inferiority verdict at --margin."""
 
@@ -130,7 +132,9 @@ comparison (exact McNemar, paired bootstrap) and the non-inferiority verdict at 
 def eval_cmd(
     url: str = typer.Option(..., help="Base URL of an OpenAI-compatible server"),
     model: str = typer.Option(..., help="Model name as the server serves it"),
-    task: str = typer.Option(..., help="gsm8k | qa | parity"),
+    task: str = typer.Option(..., help="gsm8k | qa | parity; with --harness lm-eval, any lm-eval task name"),
+    harness: str = typer.Option("inferloop", help="inferloop (the project's tasks) | lm-eval (lm-evaluation-harness's "
+                                "local-completions model; gsm8k from local files, other tasks from the HF hub)"),
     limit: Optional[int] = typer.Option(None, min=1, help="Evaluate only the first N items"),
     data: Optional[Path] = typer.Option(None, help="GSM8K test JSONL (default: the shared data folder)"),
     reference_url: Optional[str] = typer.Option(None, help="parity: the reference server's URL"),
@@ -145,20 +149,32 @@ def eval_cmd(
     from tools.evals.stats import compare
     from agent.errors import unknown
 
-    if task not in TASKS:
+    from tools.evals import HARNESSES
+    if harness not in HARNESSES:
+        raise unknown("harness", harness, HARNESSES)
+    if harness == "inferloop" and task not in TASKS:
         raise unknown("eval task", task, TASKS)
     if task == "parity" and not reference_url:
         raise BadInput("--task parity needs --reference-url (the server whose greedy outputs are the reference)")
     base = _load_baseline(baseline, task) if baseline else None
-    t = get_task(task, data=data)
     client = OpenAIClient(url, model)
-    client.check()
-    if task == "parity":
+    if harness == "lm-eval":
+        from tools.evals import lm_eval
+        lm_eval.need()
+        client.check()
+        res = lm_eval.run(url, model, task, data=data, limit=limit, seed=seed)
+    elif task == "parity":
+        client.check()
         ref = OpenAIClient(reference_url, reference_model or model)
         ref.check()
-        res = asyncio.run(t.arun_pair(ref, client, limit=limit, seed=seed))
+        res = asyncio.run(get_task(task).arun_pair(ref, client, limit=limit, seed=seed))
     else:
-        res = t.run(client, limit=limit, seed=seed)
+        t = get_task(task, data=data)
+        client.check()
+        from agent import progress
+        with progress.task(f"eval {task}", min(limit or len(t.items), len(t.items)), "items") as bar:
+            client.progress = lambda rec: bar.advance()
+            res = t.run(client, limit=limit, seed=seed)
     out = res.model_dump()
     if base is not None:
         by_id = {i["id"]: int(i["correct"]) for i in base["items"]}

@@ -85,7 +85,7 @@ def load_overrides(path: str | None) -> dict:
 
 def default_suite(cfg: RunConfig, card, hw, sandbox):
     """The eval tasks for this run (tools.evals), or the sandbox's own when it provides them."""
-    if hasattr(sandbox, "eval_suite"):
+    if hasattr(sandbox, "eval_suite") and cfg.measure.harness != "lm-eval":
         return sandbox.eval_suite()
     from tools.evals import suite_for  # noqa: the evals package names its default tasks
     suite = suite_for(cfg, card, hw)
@@ -99,10 +99,19 @@ def default_suite(cfg: RunConfig, card, hw, sandbox):
     return suite
 
 
-def _progress(json_mode: bool) -> Callable[[str], None]:
+def _progress(json_mode: bool, bar=None) -> Callable[[str], None]:
+    """The run's messages; with a trials bar (agent/progress.py), each new trial advances it."""
     def p(msg: str) -> None:
-        typer.echo(msg, err=True)
+        if bar is None:
+            typer.echo(msg, err=True)
+            return
+        bar.note(msg)
+        if _LAUNCH_LINE.match(msg):  # nodes._first's line: a candidate's first launch, what the budget counts
+            bar.advance()
     return p
+
+
+_LAUNCH_LINE = __import__("re").compile(r"^  launching \S+ \S+ TP\d+xDP\d+ \.\.\.$")
 
 
 def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFactory | None = None,
@@ -319,8 +328,13 @@ def register(app: typer.Typer) -> None:
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {_first_error(e)}") from None
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
+        from agent.progress import rich_wanted, task
         try:
-            out = start(cfg, rd, progress=_progress(as_json))
+            if rich_wanted():  # a terminal: a bar over the trial budget with ETA; plain lines otherwise
+                with task("trials", cfg.budget.trials, "trials") as bar:
+                    out = start(cfg, rd, progress=_progress(as_json, bar))
+            else:
+                out = start(cfg, rd, progress=_progress(as_json))
         except KeyboardInterrupt as e:
             interrupted(rd, e)
         _emit(out, as_json)

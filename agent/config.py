@@ -64,6 +64,9 @@ class Measure(BaseModel):
     single_stream_requests: int = Field(3, ge=1)
     eval_items: int = Field(200, ge=10)  # per task; a paired test needs both sides on the same items
     eval_tasks: list[str] | None = None  # a subset of the default suite's tasks (None: all of them)
+    # Who scores the gate's tasks: the project's own evals, or lm-evaluation-harness (tools/evals/lm_eval.py;
+    # eval_tasks are then lm-eval task names, gsm8k from local files), against the server over HTTP.
+    harness: str = "inferloop"
 
 
 class RunConfig(BaseModel):
@@ -96,8 +99,14 @@ class RunConfig(BaseModel):
             raise unknown("planner", self.planner, PLANNERS)
         if self.planner != "builtin" and not self.llm_model:
             raise BadInput(f"--planner {self.planner} needs --llm-model NAME (the model OPENAI_BASE_URL serves)")
-        from tools.evals import TASKS
-        for t in self.measure.eval_tasks or []:
+        from tools.evals import HARNESSES, TASKS
+        if self.measure.harness not in HARNESSES:
+            raise unknown("measure.harness", self.measure.harness, HARNESSES)
+        if self.measure.harness == "lm-eval" and self.backend == "sim":
+            raise BadInput("measure.harness lm-eval scores a real server over HTTP; the sim has none "
+                           "(use --backend local or docker)")
+        own = self.measure.eval_tasks if self.measure.harness == "inferloop" else None  # lm-eval checks its own
+        for t in own or []:
             if t not in TASKS or t == "parity":  # parity needs a reference server: not a gate task
                 raise unknown("eval task", t, [x for x in TASKS if x != "parity"])
         if self.measure.eval_tasks == []:

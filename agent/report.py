@@ -15,10 +15,6 @@ from agent.ledger import Ledger
 from tools import frameworks
 from tools.candidate import Candidate
 
-COLORS = {"kept": "tab:green", "reverted": "tab:orange", "failed": "tab:red", "rejected": "tab:purple",
-          "skipped": "tab:gray"}
-
-
 def _ms(led: Ledger, tid: int) -> list[dict]:
     return [m["data"] for m in led.measurements(tid, "candidate")]
 
@@ -104,36 +100,31 @@ def playbook(led: Ledger, objective: str) -> dict:
     return {"version": 1, "objective": objective, "steps": steps}
 
 
-def _plots(led: Ledger, res: dict, out: Path) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    files = []
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    for label, s in (("baseline", res["baseline"]), ("best", res["best"])):
-        if not s:
-            continue
-        ms = _ms(led, s["trial"])
-        pts = sorted((p for p in ms[0]["sweep"]), key=lambda p: p["rps"]) if ms else []
-        a1.plot([p["rps"] for p in pts], [p["tok_s"] for p in pts], "o-", label=label)
-        a2.plot([p["rps"] for p in pts], [p["ttft_p50_s"] for p in pts], "o-", label=f"{label} p50")
-        a2.plot([p["rps"] for p in pts], [p["ttft_p95_s"] for p in pts], "s--", label=f"{label} p95")
-    a1.set(xlabel="achieved RPS", ylabel="output tok/s/node", title="throughput")
-    a2.set(xlabel="achieved RPS", ylabel="TTFT (s)", title="TTFT")
-    a1.legend(), a2.legend()
-    fig.tight_layout(), fig.savefig(out / "sweep.png", dpi=90), plt.close(fig)
-    files.append("sweep.png")
-    fig, ax = plt.subplots(figsize=(10, 3.5))
-    for v, col in COLORS.items():
-        xs = [r["id"] for r in res["trials"] if r["verdict"] == v]
-        ys = [r["objective"] or 0 for r in res["trials"] if r["verdict"] == v]
-        if xs:
-            ax.scatter(xs, ys, c=col, label=v)
-    ax.set(xlabel="trial", ylabel=OBJECTIVE_LABEL[res["objective"]], title="trials")
-    ax.legend(fontsize=8)
-    fig.tight_layout(), fig.savefig(out / "trials.png", dpi=90), plt.close(fig)
-    files.append("trials.png")
-    return files
+def _plots(led: Ledger, res: dict, out: Path, roof=None) -> list[str]:
+    from agent.plots import write_plots  # the drawing lives in agent/plots.py, its data in agent/plot_data.py
+    cfg = led.meta("config") or {}
+    return write_plots(led, res, out, slo_s=float((cfg.get("slo") or {}).get("ttft_p95_s", 5.0)),
+                       objective_label=OBJECTIVE_LABEL[res["objective"]], roof=roof)
+
+
+def roofline(led: Ledger, res: dict, hw):
+    """The best configuration's share of the roofline, on real hardware only: on the sim it would
+    only restate the performance model's own assumptions."""
+    cfg = led.meta("config") or {}
+    if hw is None or cfg.get("backend", "sim") == "sim" or not res.get("best"):
+        return None
+    from agent.config import Target, resolve_target
+    from tools.roofline import share
+    try:
+        card, _ = resolve_target(Target.model_validate(cfg["target"]))
+    except Exception as e:  # a report must not fail because a card cannot be read back
+        led.event("report", f"no roofline: {e}")
+        return None
+    ms = _ms(led, res["best"]["trial"])
+    if not ms:
+        return None
+    wl = (cfg.get("measure") or {}).get("workload") or {}
+    return share(card, hw, res["best"], ms[0].get("sweep") or [], wl, ms[0].get("knee_rps"))
 
 
 def write(run_dir: Path, hw=None) -> dict:
@@ -141,6 +132,8 @@ def write(run_dir: Path, hw=None) -> dict:
     led = Ledger(run_dir)
     try:
         res = result(led, run_dir)
+        roof = roofline(led, res, hw)
+        res["roofline"] = roof.model_dump() if roof else None
         cfg = led.meta("config") or {}
         (run_dir / "result.json").write_text(json.dumps(res, indent=2))
         (run_dir / "patches").mkdir(exist_ok=True)
@@ -157,7 +150,7 @@ def write(run_dir: Path, hw=None) -> dict:
         if res["best"]:
             model = cfg.get("target", {}).get("model_path") or res["model"]
             (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
-        imgs = _plots(led, res, run_dir) if res["best"] else []
+        imgs = _plots(led, res, run_dir, roof) if res["best"] else []
         md = markdown(res, hw, imgs) + pbm.carried_markdown(led) + pb_note  # a replay: step by step what carried over
         (run_dir / "report.md").write_text(md)
         (run_dir / "report.html").write_text(html(md, run_dir, imgs))
@@ -191,6 +184,9 @@ def markdown(res: dict, hw, imgs: list[str]) -> str:
             f = lambda e: f"{e['accuracy']:.3f} ± {e['se']:.3f} (n={e['n']})" if e else "n/a"
             L.append(f"| {task} | {f(e0)} | {f(e1)} |")
         L.append("")
+    for name, x in ((res.get("roofline") or {}).items()):
+        if x:
+            L.append(f"Roofline, {name}: {x['share']:.1%} ({x['detail']})  ")
     L += [f"![{i}]({i})" for i in imgs] + ["", "## Trials", "", "| # | phase | what | verdict | reason |",
                                             "|---|---|---|---|---|"]
     for r in res["trials"]:

@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from agent.planners import grid
 from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
 from tools import frameworks
 from tools import logs as logtools
@@ -270,6 +271,9 @@ class ToolBox:
                        ep=ep if ep is not None else par.ep)
         if not isinstance(flags or {}, dict) or not isinstance(env or {}, dict):
             raise ToolError("flags and env must be JSON objects")
+        fw_name = framework or base.framework
+        if fw_name in frameworks.NAMES + tuple(getattr(frameworks, "EXTRA", ())):  # numbers a person would type (agent/planners/grid.py); base flags stay
+            flags = grid.snap_flags(flags or {}, frameworks.get(fw_name).flags)
         merged = {k: v for k, v in {**base.flags, **(flags or {})}.items() if v is not None}
         try:
             c = Candidate(framework=framework or base.framework, weights=weights or base.weights, parallel=par,

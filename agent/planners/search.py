@@ -3,47 +3,57 @@
 The study is never stored: each finished search trial of the ledger is told to a fresh in-memory
 study (failed launches as infeasible through the trial's constraint values, so TPE steers away
 from the failing region), then the sampler, seeded by the history's length, asks for the next point.
-A resumed run therefore asks exactly what the original would have asked.
+A resumed run therefore asks exactly what the original would have asked. Numeric flags are
+searched on a human grid (agent/planners/grid.py): every value asked is one a person would type.
 """
 from __future__ import annotations
 
 import math
 
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import CategoricalDistribution
 from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
+from agent.planners.grid import Dim, dim
 from tools.frameworks.base import INT_TYPES
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def distributions(specs: dict) -> dict:
-    """FlagSpec.search -> Optuna distributions, for numeric flags only."""
+def distributions(specs: dict) -> dict[str, Dim]:
+    """FlagSpec.search -> the search's dimensions, for numeric flags only, on the human grid."""
     out = {}
     for name, s in specs.items():
         sr = s.search or {}
         if "choices" in sr:
-            out[name] = CategoricalDistribution(list(sr["choices"]))
+            out[name] = Dim(CategoricalDistribution(list(sr["choices"])))
         elif s.type in INT_TYPES:
-            out[name] = IntDistribution(int(sr["low"]), int(sr["high"]), log=bool(sr.get("log")))
+            out[name] = dim("int", sr["low"], sr["high"], log=bool(sr.get("log")))
         elif s.type == "float":
-            out[name] = FloatDistribution(float(sr["low"]), float(sr["high"]), log=bool(sr.get("log")))
+            out[name] = dim("float", float(sr["low"]), float(sr["high"]), log=bool(sr.get("log")))
     return out
 
 
-def ask(dists: dict, history: list[tuple[dict, float | None]], *, seed: int, tried: set[str],
+def ask(dims: dict, history: list[tuple[dict, float | None]], *, seed: int, tried: set[str],
         startup: int = 3) -> dict | None:
-    """The next parameter set; history holds (params, objective or None for a failed launch).
+    """The next parameter set (flag values); history holds (params, objective or None for a failed
+    launch). `dims` maps a flag to a Dim, or to a bare Optuna distribution (searched as it is).
     Points already tried are asked again (a few times) rather than measured twice."""
-    if not dists:
+    if not dims:
         return None
+    dims = {k: d if isinstance(d, Dim) else Dim(d) for k, d in dims.items()}
+    dists = {k: d.dist for k, d in dims.items()}
     study = optuna.create_study(direction="maximize", sampler=TPESampler(
         seed=seed + len(history), n_startup_trials=startup, multivariate=True))
     for params, value in history:
-        p = {k: v for k, v in params.items() if k in dists and dists[k]._contains(dists[k].to_internal_repr(v))}
-        if set(p) != set(dists):
+        p = {}
+        for k, d in dims.items():  # a recorded value off the grid (an older run) counts at its nearest point
+            x = d.encode(params[k]) if k in params and not isinstance(d.dist, CategoricalDistribution) \
+                else params.get(k)
+            if x is not None and d.dist._contains(d.dist.to_internal_repr(x)):
+                p[k] = x
+        if set(p) != set(dims):
             continue
         failed = value is None or not math.isfinite(value)
         study.add_trial(create_trial(params=p, distributions=dists, state=TrialState.COMPLETE,
@@ -51,7 +61,7 @@ def ask(dists: dict, history: list[tuple[dict, float | None]], *, seed: int, tri
                                      constraints={"launched": 1.0 if failed else 0.0}))
     for _ in range(8):
         t = study.ask(dists)
-        params = dict(t.params)
+        params = {k: dims[k].decode(v) for k, v in t.params.items()}
         if _key(params) not in tried:
             return params
         study.tell(t, state=TrialState.FAIL)

@@ -137,3 +137,26 @@ def test_best_configuration_parses_under_the_real_sglang_0_5_23_parser(run):
     argv = fw.argv(c, model="/models/glm-5.2", port=30000, served_name="glm-5.2")
     parsed = build(load("sglang", "0.5.23")).parse(argv[3:])  # raises FlagError (argparse's words) if it would not start
     assert parsed and "--cuda-graph-max-bs" not in argv  # ambiguous on 0.5.23: split into -decode / -prefill
+
+
+def test_every_configuration_it_outputs_holds_human_numbers(run):
+    """Issue 17: no `--mem-fraction-static 0.8372033759818311` or `--max-prefill-tokens 21784`
+    in the best flags, the launch script or the playbook: numeric search works on a human grid."""
+    import shlex
+
+    import yaml
+
+    from agent.planners.grid import is_human
+    d, out, _ = run
+    flags = out["best"]["flags"]
+    assert any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flags.values()), flags
+    assert all(is_human(v) for v in flags.values()), flags
+    for tok in shlex.split((d / "launch.sh").read_text(), comments=True):
+        try:
+            num = float(tok)
+        except ValueError:
+            continue
+        assert is_human(int(num) if num.is_integer() else num), tok
+    for step in yaml.safe_load((d / "playbook.yaml").read_text())["steps"]:
+        for v in (step.get("flags") or {}).values():
+            assert is_human(v), step

@@ -54,7 +54,7 @@ def test_story_in_miniature(tmp_path):
     res = json.loads((d / "result.json").read_text())
     assert res["best"]["knee_tok_s"] > 1.5 * res["baseline"]["knee_tok_s"]
     assert all(t["reason"] for t in res["trials"])
-    for f in ("report.md", "report.html", "launch.sh", "playbook.yaml", "sweep.png", "trials.png"):
+    for f in ("report.md", "report.html", "launch.sh", "playbook.yaml", "frontier.png", "ttft.png", "trials.png"):
         assert (d / f).is_file(), f
     assert len(list((d / "patches").glob("*.diff"))) == 2
     pb = yaml.safe_load((d / "playbook.yaml").read_text())

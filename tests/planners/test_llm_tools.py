@@ -80,3 +80,11 @@ def test_a_patch_that_does_not_apply_is_refused_and_nothing_is_written(box):
         box.call("propose_patch", {"framework": "sglang", "diff": bad, "title": "t", "why": "w"})
     repo = git.Repo(tree)
     assert repo.head.commit.hexsha == head and not repo.is_dirty(untracked_files=True)
+
+
+def test_numbers_the_llm_proposes_land_on_the_human_grid(tmp_path):
+    box = ToolBox(make_ctx(tmp_path / "run"), run_dir=tmp_path / "run", secrets=(KEY,))
+    p = box.t_propose_config("tune memory", framework="sglang",
+                             flags={"--mem-fraction-static": 0.8372033759818311, "--max-prefill-tokens": 21784})
+    assert p.candidate["flags"]["--mem-fraction-static"] == 0.84
+    assert p.candidate["flags"]["--max-prefill-tokens"] == 16384

@@ -15,6 +15,7 @@ from agent.errors import unknown
 from tools.evals.tasks import EvalResult, Item, Task
 
 TASKS = ("gsm8k", "qa", "parity", "longctx", "gpqa-diamond", "tau2")
+HARNESSES = ("inferloop", "lm-eval")  # who scores: the project's own tasks, or lm-evaluation-harness
 
 
 def shared_gsm8k() -> Path:
@@ -67,6 +68,11 @@ def long_context_tokens(cfg=None, card=None, max_tokens: int = 16) -> int:
 def suite_for(cfg=None, card=None, hw=None) -> Suite:
     """The loop's default gate, the same on every ground: GSM8K (when its data file is present),
     long context at the workload's input length, GPQA-Diamond- and tau2-shaped tasks, factual QA."""
+    m = getattr(cfg, "measure", None)
+    if getattr(m, "harness", "inferloop") == "lm-eval":
+        from tools.evals import lm_eval
+        lm_eval.need()
+        return lm_eval.Suite(list(m.eval_tasks or ["gsm8k"]))
     from tools.evals import generated
     tasks: list[Task] = []
     if shared_gsm8k().is_file():
