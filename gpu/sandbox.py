@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from sandboxes.local import LocalSandbox, NotSupported
 from tools import frameworks, logs
 from tools.bench.workload import Workload, schedule

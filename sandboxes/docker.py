@@ -15,7 +15,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from sandboxes.local import NotSupported
 from tools import frameworks, logs
 from tools.candidate import Candidate

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools import frameworks
 from tools.candidate import Candidate
 from tools.server import RunningServer, launch_process

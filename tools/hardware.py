@@ -13,7 +13,7 @@ import time
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from agent.errors import unknown
+from tools.errors import unknown
 
 
 class HardwareProfile(BaseModel):

@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from agent.errors import BadInput, unknown
+from tools.errors import BadInput, unknown
 from tools.frameworks.base import FlagError, FlagSpec, Framework
 
 NAMES = ("vllm", "sglang", "atom")
