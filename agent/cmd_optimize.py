@@ -30,38 +30,9 @@ SandboxFactory = Callable[[RunConfig, object, object], object]
 
 # ---- building a run ------------------------------------------------------------------------
 def default_sandbox(cfg: RunConfig, card, hw):
-    if cfg.backend == "sim":
-        from sandboxes.sim import SimSandbox
-        return SimSandbox(cfg.target.model, cfg.target.hw, seed=cfg.seed)
-    if cfg.backend == "local":
-        from sandboxes.local import LocalSandbox
-        if not cfg.target.model_path:
-            raise BadInput("--backend local needs --model-path DIR (a local checkpoint directory)")
-        sb = LocalSandbox(cfg.target.model_path, model_name=cfg.target.model,
-                          python=cfg.target.python or sys.executable)
-        sb.frameworks = installed_frameworks(sb)
-        return sb
-    try:
-        from sandboxes.docker import DockerSandbox
-    except ImportError:
-        raise BadInput("--backend docker is not available in this installation; use sim or local") from None
-    return DockerSandbox(cfg.target.model, cfg.target.hw)
-
-
-def installed_frameworks(sandbox) -> tuple[str, ...]:
-    """The frameworks the sandbox's interpreter can import: the planner compares only those."""
-    from tools.frameworks import NAMES
-    have = []
-    for fw in NAMES:
-        try:
-            sandbox.package_dir(fw)
-            have.append(fw)
-        except BadInput:
-            continue
-    if not have:
-        raise BadInput(f"none of {', '.join(NAMES)} is installed for {sandbox.python}; "
-                       "give --python with the interpreter that has one")
-    return tuple(have)
+    """The run's ground, opened by name through the registry (the agent never imports a ground)."""
+    from sandboxes import registry
+    return registry.open_sandbox(cfg.backend, cfg, card, hw)
 
 
 def load_overrides(path: str | None) -> dict:

@@ -3,7 +3,7 @@
 The same code path as the CLI (agent.cmd_optimize.start: the LangGraph loop, the ledger, the
 keep/revert rule, the report) with the three pieces this ground needs plugged in through the
 factories `start` already takes:
-- GpuSandbox (gpu/sandbox.py): transformers serve on the one GPU, config knobs, warm-up;
+- GpuSandbox (sandboxes/transformers_serve.py): transformers serve on the one GPU, config knobs, warm-up;
 - ParitySuite (gpu/parity.py): greedy-output parity against the reference configuration;
 - GpuPlanner (below): the built-in planner on a one-GPU, one-checkpoint ground.
 The measurement is sized to fit one 10-minute device command (see `measure_config`).
@@ -87,7 +87,7 @@ def _server_env(a) -> dict | None:
 def run(a) -> dict:
     from agent import cmd_optimize
     from gpu.parity import ParitySuite
-    from gpu.sandbox import GpuSandbox
+    from sandboxes.transformers_serve import GpuSandbox
 
     run_dir = Path(a.run_dir)
     model_dir = str(Path(a.model_dir).resolve())

@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--trials", default="1,3,1", help="trial ids of the run to measure again, in this order")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    from gpu.sandbox import GpuSandbox
+    from sandboxes.transformers_serve import GpuSandbox
     led = Ledger(a.run_dir)
     cfg = RunConfig.model_validate(led.meta("config"))
     cands = {int(t["id"]): Candidate.model_validate(t["candidate"]) for t in led.trials()}

@@ -9,7 +9,7 @@ import pytest
 
 from gpu.make_model import SIZES, config_dict, vocab_size_of
 from gpu.parity import ParitySuite, contexts, per_item, prompts, score
-from gpu.sandbox import overlay_model
+from sandboxes.transformers_serve import overlay_model
 
 
 def test_test_model_is_a_glm52_miniature():

@@ -16,7 +16,7 @@ modeling_utils.py, integrations/moe.py) and confirmed on the H200 (gpu/results/s
   grouped_mm when the model supports it, else eager). This adapter therefore carries it as a
   *config knob*: `--experts-implementation` lives in the flag schema so planners search it like any
   flag, but `argv()` never passes it; `config_overrides()` names the config.json keys a sandbox must
-  write into a per-launch copy of the model directory (gpu/sandbox.py does).
+  write into a per-launch copy of the model directory (sandboxes/transformers_serve.py does).
 """
 from __future__ import annotations
 

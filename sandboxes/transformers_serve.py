@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 
-from tools.errors import BadInput
+from sandboxes import registry
 from sandboxes.local import LocalSandbox, NotSupported
+from tools.errors import BadInput
 from tools import frameworks, logs
 from tools.bench.workload import Workload, schedule
 from tools.candidate import Candidate
@@ -122,3 +124,17 @@ class GpuSandbox(LocalSandbox):
     def source_tree(self, framework: str, run_dir: Path) -> Path:
         raise NotSupported("patching transformers is not part of this ground")
 
+
+
+# ---- `--backend local --framework transformers`: this ground, registered under `local` ---------
+def _open(cfg, card, hw) -> GpuSandbox:
+    t = cfg.target
+    if not t.model_path:
+        raise BadInput("--backend local --framework transformers needs --model-path DIR (a checkpoint directory)")
+    w = cfg.measure.workload  # warm up with the requests the sweep will send
+    return GpuSandbox(t.model_path, python=t.python or sys.executable,
+                      warmup=Workload(input_len=w.input_len, output_len=w.output_len, prefix_hit=0.0))
+
+
+registry.register(registry.Ground("local", _open, framework="transformers",
+                                  help="transformers serve on this host's GPU"))
