@@ -1,8 +1,8 @@
 """`agent optimize --backend local --hw h200` on the device: the loop against transformers serve.
 
-The same code path as the CLI (agent.cmd_optimize.start: the LangGraph loop, the ledger, the
+The same code path as the CLI (agent.run.start: the LangGraph loop, the ledger, the
 keep/revert rule, the report) with the three pieces this ground needs plugged in through the
-factories `start` already takes:
+factories `agent.run.start` takes:
 - GpuSandbox (sandboxes/transformers_serve.py): transformers serve on the one GPU, config knobs, warm-up;
 - ParitySuite (gpu/parity.py): greedy-output parity against the reference configuration;
 - GpuPlanner (below): the built-in planner on a one-GPU, one-checkpoint ground.
@@ -85,7 +85,7 @@ def _server_env(a) -> dict | None:
 
 
 def run(a) -> dict:
-    from agent import cmd_optimize
+    from agent import run as runlib
     from gpu.parity import ParitySuite
     from sandboxes.transformers_serve import GpuSandbox
 
@@ -121,9 +121,9 @@ def run(a) -> dict:
                      .model_dump(mode="json"))
         led.event("resume", f"resumed on another device call with {a.time_budget:.0f} s more ground time")
         led.close()
-        out = cmd_optimize.resume(run_dir, **kw)
+        out = runlib.resume(run_dir, **kw)
     else:
-        out = cmd_optimize.start(cfg, run_dir, **kw)
+        out = runlib.start(cfg, run_dir, **kw)
     out["wall_s"] = round(time.time() - t0, 1)
     ledger = export_ledger(run_dir)
     ledger["launches"] = holder["sb"].launches if "sb" in holder else []

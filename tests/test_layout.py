@@ -81,6 +81,20 @@ def test_agent_never_imports_the_simulator():
     assert violations(REPO, ("agent",), "sandboxes.sim") == []
 
 
+def test_only_the_cli_imports_command_modules():
+    """The run is a library (agent/run.py, agent/replay.py); cmd_* are shells over it that share
+    agent.cmd_common and never import each other, and nothing else imports a shell."""
+    bad = []
+    for f in sorted(REPO.rglob("*.py")):
+        rel = f.relative_to(REPO)
+        if rel.parts[0] not in ("agent", "tools", "sandboxes", "tests") or rel == Path("agent/cli.py"):
+            continue
+        for line, mod in imports(f, REPO):
+            if re.fullmatch(r"agent\.cmd_(?!common\b)\w+(\..*)?", mod):
+                bad.append(f"{rel}:{line} imports {mod}")
+    assert bad == []
+
+
 def test_top_level_is_the_asked_for_one():
     extra = top_level(REPO) - TOP_LEVEL - set(PENDING)
     assert extra == set(), f"not in the asked-for layout: {sorted(extra)}"
