@@ -1,5 +1,5 @@
 """The GPU ground's CPU-checkable parts: the test model's config, parity scoring, the model overlay,
-the planner's scope. (The GPU run itself is recorded under gpu/results/.)"""
+the planner's scope. (The GPU run itself is recorded under tests/gpu/results/.)"""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu.make_model import SIZES, config_dict, vocab_size_of
-from gpu.parity import ParitySuite, contexts, per_item, prompts, score
+from tests.gpu.make_model import SIZES, config_dict, vocab_size_of
+from tools.evals.context_parity import ParitySuite, contexts, per_item, prompts, score
 from sandboxes.transformers_serve import overlay_model
 
 
@@ -107,7 +107,7 @@ def test_overlay_links_weights_and_rewrites_config(tmp_path):
 def test_gpu_planner_baseline_is_one_gpu_defaults():
     from agent.config import RunConfig, Target
     from agent.planners.base import PlanContext
-    from gpu.loop import GpuPlanner
+    from tests.gpu.loop import GpuPlanner
     from tools import hardware, models
     card = models.get_model("glm-5.2")
     hw = hardware.get_hardware("h200")

@@ -1,7 +1,7 @@
 """Measure the noise the loop assumed: the same candidates again, interleaved, with the loop's own
 bench (agent.measure.bench) and the recorded run's config (workload, sweep, SLO).
 
-    python -m gpu.repeat --run-dir resume/dsa --model-dir /tmp/model-glm_moe_dsa --trials 1,3,1 --out $OUT/repeat.json
+    python -m tests.gpu.repeat --run-dir resume/dsa --model-dir /tmp/model-glm_moe_dsa --trials 1,3,1 --out $OUT/repeat.json
 """
 from __future__ import annotations
 

@@ -4,11 +4,11 @@ The same code path as the CLI (agent.run.start: the LangGraph loop, the ledger, 
 keep/revert rule, the report) with the three pieces this ground needs plugged in through the
 factories `agent.run.start` takes:
 - GpuSandbox (sandboxes/transformers_serve.py): transformers serve on the one GPU, config knobs, warm-up;
-- ParitySuite (gpu/parity.py): greedy-output parity against the reference configuration;
+- ParitySuite (tools/evals/context_parity.py): greedy-output parity against the reference configuration;
 - GpuPlanner (below): the built-in planner on a one-GPU, one-checkpoint ground.
 The measurement is sized to fit one 10-minute device command (see `measure_config`).
 
-    python -m gpu.loop --model-dir /tmp/glm52-mini --run-dir $OUT/run --time-budget 330
+    python -m tests.gpu.loop --model-dir /tmp/glm52-mini --run-dir $OUT/run --time-budget 330
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _server_env(a) -> dict | None:
 
 def run(a) -> dict:
     from agent import run as runlib
-    from gpu.parity import ParitySuite
+    from tools.evals.context_parity import ParitySuite
     from sandboxes.transformers_serve import GpuSandbox
 
     run_dir = Path(a.run_dir)
