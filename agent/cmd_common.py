@@ -30,7 +30,8 @@ def load_overrides(path: str | None) -> dict:
         d = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise BadInput(f"--config {path!r} is not YAML/JSON: {str(e).splitlines()[0]}") from None
-    allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "objective", "approve", "seed"})
+    # the ground (backend, framework) and the target are command-line choices, not run settings
+    allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "framework", "objective", "approve", "seed"})
     bad = sorted(set(d) - set(allowed)) if isinstance(d, dict) else None
     if bad is None or bad:
         raise BadInput(f"--config {path!r}: unknown keys {bad or '(not a mapping)'}; allowed: {', '.join(allowed)}")

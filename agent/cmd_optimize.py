@@ -26,9 +26,13 @@ from agent.ledger import LEDGER, Ledger
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def optimize(model: str = typer.Option(..., help="model name (agent estimate lists them) or a HF checkpoint dir"),
+    def optimize(model: Optional[str] = typer.Option(None, help="model name (agent estimate lists them) or a HF "
+                                                     "checkpoint dir (default: --model-path)"),
                  hw: str = typer.Option(..., help="hardware profile: mi355x, b200, ..., cpu"),
                  backend: str = typer.Option("sim", help="sim | local | docker"),
+                 framework: Optional[str] = typer.Option(None, help="serve with this framework only; with "
+                                                         "--backend local, transformers is transformers serve on "
+                                                         "this host's GPU"),
                  model_path: Optional[str] = typer.Option(None, help="local checkpoint dir (real backends)"),
                  budget: Optional[str] = typer.Option(None, help="trials to launch (default 40)"),
                  time_budget: Optional[str] = typer.Option(None, help="ground time: 3600, 90m, 2h"),
@@ -45,6 +49,10 @@ def register(app: typer.Typer) -> None:
                                                       "base_flags (flags every candidate starts from)"),
                  seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json")) -> None:
         """Find a faster, verified deployment: framework, precision, spec decoding, flags, parallelism, MoE."""
+        if model is None:  # a checkpoint directory names its own model (its config.json)
+            if model_path is None:
+                raise BadInput("give --model NAME, or --model-path DIR to optimize that checkpoint")
+            model = model_path
         trials = parse_budget(budget)
         secs = parse_time_budget(time_budget)
         b = budget_from(trials, secs)
@@ -54,7 +62,7 @@ def register(app: typer.Typer) -> None:
         fields = {"planner": planner, "llm_model": llm_model, **extra}
         try:
             cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python),
-                            backend=backend, objective=objective, approve=approve or "ask", seed=seed,
+                            backend=backend, framework=framework, objective=objective, approve=approve or "ask", seed=seed,
                             **fields).check()
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {first_error(e)}") from None

@@ -21,6 +21,7 @@ from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
 from agent.review import ask_on_terminal
+from sandboxes import registry
 
 SandboxFactory = Callable[[RunConfig, object, object], object]
 Ask = Callable[[dict], "dict | None"]  # a pending patch -> {"status", "by", "reason"} or None (not now)
@@ -28,8 +29,7 @@ Ask = Callable[[dict], "dict | None"]  # a pending patch -> {"status", "by", "re
 
 def default_sandbox(cfg: RunConfig, card, hw):
     """The run's ground, opened by name through the registry (the agent never imports a ground)."""
-    from sandboxes import registry
-    return registry.open_sandbox(cfg.backend, cfg, card, hw)
+    return registry.open_sandbox(cfg.backend, cfg, card, hw, framework=cfg.framework)
 
 
 def default_suite(cfg: RunConfig, card, hw, sandbox):
@@ -49,8 +49,15 @@ def default_suite(cfg: RunConfig, card, hw, sandbox):
 def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFactory | None = None,
                  suite_factory=None, planner=None, progress=None) -> nodes.Runtime:
     card, hw = resolve_target(cfg.target)
+    # A registered ground may narrow the planner and bring its own quality gate; a test's own
+    # sandbox factory is no registered ground and gets neither.
+    ground = registry.get(cfg.backend, cfg.framework) if sandbox_factory is None else None
     sandbox = (sandbox_factory or default_sandbox)(cfg, card, hw)
-    suite = (suite_factory or default_suite)(cfg, card, hw, sandbox)
+    # lm-eval, when asked for, scores the gate on any ground (as the old sandbox hook allowed)
+    if suite_factory is None and ground is not None and ground.suite is not None and cfg.measure.harness != "lm-eval":
+        suite = ground.suite(cfg, run_dir)
+    else:
+        suite = (suite_factory or default_suite)(cfg, card, hw, sandbox)
     ledger = Ledger(run_dir, create=True)
     if planner is None and ledger.meta("replay"):  # a resumed replay keeps replaying its playbook (issue 5)
         from agent.planners.replay import planner_for_run
@@ -58,7 +65,7 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
     if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
         from agent.planners.hybrid import make_planner
         planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
-                               progress=progress)
+                               progress=progress, scope=ground.planner_scope if ground else None)
     return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=ledger, sandbox=sandbox,
                          planner=planner, suite=suite, card=card, hw=hw, progress=progress or (lambda s: None))
 

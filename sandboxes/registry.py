@@ -30,6 +30,12 @@ class Ground:
     # the backend it belongs to plus that framework; `--framework` picks it.
     framework: str | None = None
     commands: Callable[[object], None] | None = None  # register(typer_app): the ground's CLI commands
+    # What the built-in planner may vary here (agent.planners.builtin.BuiltinPlanner's `phases`,
+    # `gpus`); None: everything, on the whole node.
+    planner_scope: dict | None = None
+    # The ground's own quality gate, (cfg, run_dir) -> an EvalSuite, where the default tasks cannot
+    # judge it (e.g. randomly initialised test models); None: the run's default eval suite.
+    suite: Callable[..., object] | None = None
 
 
 _GROUNDS: dict[tuple[str, str | None], Ground] = {}
@@ -67,8 +73,10 @@ def get(name: str, framework: str | None = None) -> Ground:
     _load()
     if (name, framework) in _GROUNDS:
         return _GROUNDS[(name, framework)]
-    if (name, None) in _GROUNDS:
-        return _GROUNDS[(name, None)]
+    if framework is not None and (name, None) in _GROUNDS:
+        own = sorted(fw for n, fw in _GROUNDS if n == name and fw is not None)
+        raise BadInput(f"--framework {framework}: no {name} ground serves it on its own; allowed with --backend "
+                       f"{name}: {', '.join(own) or 'none'} (leave --framework out to compare what is installed)")
     broken = [m for m in _BROKEN if m.rsplit(".", 1)[-1] == name]
     if broken:
         raise BadInput(f"--backend {name} is not available in this installation "

@@ -24,6 +24,7 @@ from tools.errors import BadInput
 from tools import frameworks, logs
 from tools.bench.workload import Workload, schedule
 from tools.candidate import Candidate
+from tools.evals.context_parity import ParitySuite as ContextParity
 from tools.protocols import Diagnosis, LaunchFailure
 from tools.server import RunningServer, launch_process
 
@@ -136,5 +137,15 @@ def _open(cfg, card, hw) -> GpuSandbox:
                       warmup=Workload(input_len=w.input_len, output_len=w.output_len, prefix_hit=0.0))
 
 
-registry.register(registry.Ground("local", _open, framework="transformers",
-                                  help="transformers serve on this host's GPU"))
+def _parity(cfg, run_dir) -> ContextParity:
+    # Greedy next-token parity at fixed contexts against the first configuration measured: it
+    # judges numerics on any checkpoint, a randomly initialised test model included.
+    return ContextParity(run_dir)
+
+
+# One bf16 checkpoint on one GPU and no MoE tuner: precision, parallelism and MoE tuning are not
+# phases here (the experts implementation, this server's MoE knob, is screened with the flags).
+PLANNER_SCOPE = {"phases": ("framework", "speculative", "flags"), "gpus": 1}
+
+registry.register(registry.Ground("local", _open, framework="transformers", planner_scope=PLANNER_SCOPE,
+                                  suite=_parity, help="transformers serve on this host's GPU"))

@@ -23,7 +23,9 @@ def test_built_in_grounds_register_themselves():
 
 def test_framework_picks_a_ground_that_serves_it_its_own_way():
     assert registry.get("local", "transformers").open.__module__ == "sandboxes.transformers_serve"
-    assert registry.get("local", "vllm") is registry.get("local")  # no special ground: the backend's own
+    with pytest.raises(BadInput, match=r"--framework vllm: no local ground serves it on its own; allowed with "
+                                       r"--backend local: transformers"):
+        registry.get("local", "vllm")
 
 
 def test_unknown_backend_names_the_value_and_the_allowed_ones():

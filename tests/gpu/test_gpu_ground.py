@@ -117,4 +117,4 @@ def test_gpu_planner_baseline_is_one_gpu_defaults():
     p = GpuPlanner().propose(ctx)
     assert p.candidate["framework"] == "transformers" and p.candidate["parallel"]["tp"] == 1
     assert p.candidate["flags"] == {}
-    assert list(GpuPlanner()._parallel(ctx)) == [] and list(GpuPlanner()._precision(ctx)) == []
+    assert list(GpuPlanner().candidates(ctx, "parallel")) == [] and list(GpuPlanner().candidates(ctx, "precision")) == []
