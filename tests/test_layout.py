@@ -79,6 +79,11 @@ def test_agent_never_imports_the_simulator():
     assert violations(REPO, ("agent",), "sandboxes.sim") == []
 
 
+def test_agent_reaches_grounds_only_through_the_registry():
+    found = violations(REPO, ("agent",), "sandboxes")
+    assert [v for v in found if not re.search(r" imports sandboxes(\.registry(\.\w+)?)?$", v)] == []
+
+
 def test_only_the_cli_imports_command_modules():
     """The run is a library (agent/run.py, agent/replay.py); cmd_* are shells over it that share
     agent.cmd_common and never import each other, and nothing else imports a shell."""
