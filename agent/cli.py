@@ -28,8 +28,12 @@ def version() -> None:
 
 def _register() -> None:
     # Imported here so `agent --help` stays fast and a broken optional module names itself.
-    from agent import cmd_estimate, cmd_bench, cmd_optimize, cmd_playbook
-    for mod in (cmd_estimate, cmd_bench, cmd_optimize, cmd_playbook):
+    # Grounds add their own commands (the simulator's `agent estimate`) through the registry.
+    from agent import cmd_bench, cmd_optimize, cmd_playbook
+    from sandboxes import registry
+    for add in registry.commands():
+        add(app)
+    for mod in (cmd_bench, cmd_optimize, cmd_playbook):
         mod.register(app)
 
 

@@ -13,16 +13,7 @@ from typing import Optional
 import typer
 
 from agent.errors import BadInput
-
-
-def positive_floats(text: str, what: str) -> list[float]:
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{what} must be comma-separated numbers, got {text!r}") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise BadInput(f"{what} must be positive numbers, got {text!r}")
-    return vals
+from tools.cli_values import positive_floats
 
 
 def bench(

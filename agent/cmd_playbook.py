@@ -1,14 +1,13 @@
 """Commands of the `agent` CLI: `replay` and `playbook show|validate|diff`.
 
-A playbook is refused (exit 2, the offending field named) before anything runs. A replay is an
-ordinary run of the loop with the replay planner: same graph, same keep/revert rule, same
-approvals, same outputs, plus a step-by-step account of what carried over.
+A thin shell: a playbook is refused (exit 2, the offending field named) before anything runs;
+the replay itself is the library's (agent/replay.py: an ordinary run of the loop with the replay
+planner); show and diff render a playbook's steps.
 """
 from __future__ import annotations
 
 import difflib
 import json
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -17,108 +16,10 @@ import typer
 from pydantic import ValidationError
 
 from agent import playbook as pbm
+from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
-from agent.ledger import LEDGER, Ledger
-
-SOURCE_COPY = "playbook.source.yaml"
-
-
-def _note(led: Ledger):
-    def note(step_id: str, message: str) -> None:
-        msg = f"{step_id} {message}"
-        if not any(e["kind"] == "playbook" and e["message"] == msg for e in led.events()):
-            led.event("playbook", msg)
-    return note
-
-
-def precheck(pb: pbm.Playbook, cfg: RunConfig, sandbox) -> None:
-    """Literal diffs checked against a fresh copy of this backend's source tree (symlinks that
-    lead out of it), before a run directory exists."""
-    from tools import patch as patchtool
-    lit = [(s, p) for s in pb.steps for p in s.patches if p.diff]
-    if not lit or not hasattr(sandbox, "source_tree"):
-        return
-    with tempfile.TemporaryDirectory(prefix="inferloop-precheck-") as tmp:
-        for s, p in lit:
-            try:
-                tree = sandbox.source_tree(p.framework, Path(tmp))
-            except Exception:  # noqa: BLE001  no tree for this framework here: the step will fail, not escape
-                continue
-            try:
-                patchtool.check_diff(p.diff, tree)
-            except patchtool.PatchRefused as e:
-                i = pb.steps.index(s)
-                raise pbm.PlaybookError(f"steps[{i}].patches.diff: {e}") from None
-
-
-def planner_for_run(run_dir: Path):
-    """The replay planner of a replay run (None for any other run): the hook `agent resume`
-    needs so a resumed replay keeps replaying (its playbook is stored in the ledger)."""
-    from agent.planners.replay import ReplayPlanner
-    led = Ledger(run_dir)
-    try:
-        rep = led.meta("replay")
-    finally:
-        led.close()
-    if not rep:
-        return None
-    planner = ReplayPlanner(pbm.parse(rep["playbook"], "replayed playbook"))
-    planner.note = _note(Ledger(run_dir))
-    return planner
-
-
-def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *, sandbox_factory=None,
-           suite_factory=None, ask=None, progress=None, fallback=None) -> dict:
-    """Replay a playbook as a run of the loop; resumes when run_dir already holds this replay."""
-    from agent import cmd_optimize as co
-    from agent.planners.replay import ReplayPlanner, outcomes
-    pb = playbook if isinstance(playbook, pbm.Playbook) else pbm.load(playbook)
-    run_dir = Path(run_dir)
-    planner = ReplayPlanner(pb, fallback=fallback)
-    kw = {k: v for k, v in {"sandbox_factory": sandbox_factory, "suite_factory": suite_factory,
-                            "progress": progress}.items() if v is not None}
-    if (run_dir / LEDGER).exists():
-        led = Ledger(run_dir)
-        rep = led.meta("replay")
-        led.close()
-        if not rep:
-            raise BadInput(f"{str(run_dir)!r} holds a run that is not a replay; use `agent resume {run_dir}`")
-        if rep["playbook"] != pb.model_dump(mode="json"):
-            raise BadInput(f"{str(run_dir)!r} replays another playbook ({rep.get('name')}); pick a new --run-dir")
-        planner.note = _note(Ledger(run_dir))
-        out = co.resume(run_dir, planner=planner, **kw, **({"ask": ask} if ask else {}))
-    else:
-        cfg.check()
-        card, hw = resolve_target(cfg.target)
-        sandbox = (sandbox_factory or co.default_sandbox)(cfg, card, hw)
-        precheck(pb, cfg, sandbox)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        rt = co.open_runtime(run_dir, cfg, sandbox_factory=lambda *a: sandbox, planner=planner,
-                             **{k: v for k, v in kw.items() if k != "sandbox_factory"})
-        planner.note = _note(rt.ledger)
-        rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
-        rt.ledger.set_meta("created", time.time())
-        rt.ledger.set_meta("replay", {"name": pb.name, "playbook": pb.model_dump(mode="json"),
-                                      "frameworks": list(rt.frameworks())})
-        (run_dir / SOURCE_COPY).write_text(pbm.dumps(pb))
-        out = co.drive(rt, {"incumbent": None}, ask=ask)
-    led = Ledger(run_dir)
-    try:
-        card, hw = resolve_target(cfg.target)
-        out["replayed_from"] = pb.name
-        out["steps"] = outcomes(pb, led.trials(), card, hw, (led.meta("replay") or {}).get("frameworks"),
-                                led.events())
-        out["launched"] = led.launched_count()
-        out["playbook"] = str(run_dir / "playbook.yaml")
-        if out.get("waiting"):  # continue a replay with the replay planner, not the built-in one
-            src = playbook if not isinstance(playbook, pbm.Playbook) else run_dir / SOURCE_COPY
-            out["waiting"]["how"][-1] = (f"agent replay {src} --model {cfg.target.model} --hw {cfg.target.hw} "
-                                         f"--run-dir {run_dir}")
-    finally:
-        led.close()
-    return out
-
+from agent.replay import replay
 
 # ---- show / diff ---------------------------------------------------------------------------
 def _change(s: pbm.Step) -> str:
@@ -196,26 +97,25 @@ def register(app: typer.Typer) -> None:
         """Replay a playbook on a model and node: each step adapted to the model card and hardware,
         re-verified with the keep/revert rule; steps that do not apply are skipped with the reason;
         a failing step hands its phase to the built-in planner. Ends with a new playbook and report."""
-        from agent import cmd_optimize as co
         pb = pbm.load(playbook)
         trials, secs = parse_budget(budget), parse_time_budget(time_budget)
-        extra = co.load_overrides(config)
+        extra = load_overrides(config)
         if trials or secs or "budget" not in extra:  # the command line wins over the file
             extra["budget"] = budget_from(trials, secs).model_dump()
         try:  # the playbook's objective is what its evidence measured
             cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python), backend=backend,
                             objective=pb.objective, approve=approve or "ask", seed=seed, **extra)
         except ValidationError as e:
-            raise BadInput(f"--config {config!r}: {co._first_error(e)}") from None
-        rd = Path(run_dir) if run_dir else co.RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
+            raise BadInput(f"--config {config!r}: {first_error(e)}") from None
+        rd = Path(run_dir) if run_dir else RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         try:
-            out = replay(pb, cfg, rd, progress=co._progress(as_json))
+            out = replay(pb, cfg, rd, progress=progress(as_json))
         except KeyboardInterrupt as e:
-            co.interrupted(rd, e)
+            interrupted(rd, e)
         if as_json:
             typer.echo(json.dumps(out, default=str))
             return
-        co._emit(out, False)
+        emit(out, False)
         for o in out["steps"]:
             typer.echo(f"  {o['step']}  {o['outcome']:<9} {o['reason']}")
         typer.echo(f"{out['launched']} trials launched; new playbook: {out['playbook']}")

@@ -73,6 +73,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     target: Target
     backend: str = "sim"
+    framework: str | None = None  # serve with this framework only (the ground that serves it, e.g. transformers)
     objective: str = "knee"
     approve: str = "ask"
     budget: Budget = Budget()
@@ -91,6 +92,10 @@ class RunConfig(BaseModel):
         """Raise BadInput naming the bad value and what is allowed (the CLI exits 2)."""
         if self.backend not in BACKENDS:
             raise unknown("backend", self.backend, BACKENDS)
+        if self.framework is not None:
+            from tools.frameworks import EXTRA, NAMES
+            if self.framework not in NAMES + EXTRA:
+                raise unknown("framework", self.framework, NAMES + EXTRA)
         if self.objective not in OBJECTIVES:
             raise unknown("objective", self.objective, OBJECTIVES)
         if self.approve not in APPROVE:

@@ -1,10 +1,6 @@
-"""Errors the CLI turns into a one-line message and exit code 2 (bad input), never a traceback."""
+"""Re-export of tools.errors, where the errors live: tools/ and sandboxes/ sit below agent/ and
+must not import it, so the shared error types are defined at the bottom and re-exported here for
+the agent's own modules and for callers used to `agent.errors`."""
+from tools.errors import BadInput, unknown
 
-
-class BadInput(ValueError):
-    """The user gave a value we cannot use. The message names the bad value and what is allowed."""
-
-
-def unknown(kind: str, value: object, allowed) -> BadInput:
-    """The standard wording for 'not one of the allowed values'."""
-    return BadInput(f"unknown {kind} {value!r}; allowed: {', '.join(sorted(map(str, allowed)))}")
+__all__ = ["BadInput", "unknown"]

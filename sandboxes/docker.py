@@ -15,7 +15,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from agent.errors import BadInput
+from sandboxes import registry
+from tools.errors import BadInput
 from sandboxes.local import NotSupported
 from tools import frameworks, logs
 from tools.candidate import Candidate
@@ -202,3 +203,14 @@ class DockerSandbox:
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0
+
+
+# ---- the `docker` backend ---------------------------------------------------------------------
+def _open_docker(cfg, card, hw) -> DockerSandbox:
+    # The CLI has no options for images or the checkpoint yet; this passes what
+    # `agent optimize --backend docker` always passed (see the issue-12 note: it is not a
+    # usable docker configuration and needs its own options).
+    return DockerSandbox(cfg.target.model, cfg.target.hw)
+
+
+registry.register(registry.Ground("docker", _open_docker, help="serving frameworks in containers (docker SDK)"))

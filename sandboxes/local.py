@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.errors import BadInput
+from sandboxes import registry
+from tools.errors import BadInput
 from tools import frameworks
 from tools.candidate import Candidate
 from tools.server import RunningServer, launch_process
@@ -29,11 +30,12 @@ class NotSupported(BadInput):
 
 class LocalSandbox:
     name = "local"
+    frameworks: tuple[str, ...] = frameworks.NAMES  # what it can serve: the planner compares only those
 
     def __init__(self, model_dir: Path | str, *, model_name: str | None = None, python: str = sys.executable,
                  host: str = "127.0.0.1", device: str = "cpu", env: dict[str, str] | None = None,
                  ready_timeout_s: float = 900.0, port: int | None = None,
-                 base_env: dict[str, str] | None = None):
+                 base_env: dict[str, str] | None = None, serves: tuple[str, ...] | None = None):
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name
         self.python, self.host, self.device = python, host, device
@@ -42,6 +44,8 @@ class LocalSandbox:
         self.ready_timeout_s, self.port = ready_timeout_s, port
         self._t0 = time.monotonic()
         self._versions: dict[str, str | None] = {}
+        if serves is not None:  # the frameworks installed for `python` (installed_frameworks)
+            self.frameworks = tuple(serves)
 
     def _moe_env(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> dict[str, str]:
         if not c.moe_configs:
@@ -125,3 +129,30 @@ class LocalSandbox:
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0
+
+
+# ---- the `local` backend ----------------------------------------------------------------------
+def installed_frameworks(sandbox: LocalSandbox) -> tuple[str, ...]:
+    """The frameworks the sandbox's interpreter can import: the planner compares only those."""
+    have = []
+    for fw in frameworks.NAMES:
+        try:
+            sandbox.package_dir(fw)
+            have.append(fw)
+        except BadInput:
+            continue
+    if not have:
+        raise BadInput(f"none of {', '.join(frameworks.NAMES)} is installed for {sandbox.python}; "
+                       "give --python with the interpreter that has one")
+    return tuple(have)
+
+
+def _open_local(cfg, card, hw) -> LocalSandbox:
+    t = cfg.target
+    if not t.model_path:
+        raise BadInput("--backend local needs --model-path DIR (a local checkpoint directory)")
+    probe = LocalSandbox(t.model_path, model_name=t.model, python=t.python or sys.executable)
+    return LocalSandbox(t.model_path, model_name=t.model, python=probe.python, serves=installed_frameworks(probe))
+
+
+registry.register(registry.Ground("local", _open_local, help="serving frameworks as processes on this host"))

@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Subprocesses the tests start (fake frameworks, mock servers, `python -c "from agent.cli ..."`)
+# import this checkout's code, not the checkout an editable install points at (with cwd elsewhere
+# or a script path, sys.path[0] is not the repo and the install's finder would answer).
+os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def shared_path() -> Path:

@@ -13,7 +13,7 @@ import time
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from agent.errors import unknown
+from tools.errors import unknown
 
 
 class HardwareProfile(BaseModel):
@@ -59,7 +59,7 @@ _PROFILES = {
                  usd_per_gpu_h_neocloud=1.74, compute_units=132, arch="sm_90",
                  # measured on the device tool's H200 (torch 2.11, CUDA events, median of repeats after
                  # warm-up, random data), 2026-11-29
-                 measured={"copy_tb_s": 4.14, "bf16_mm_tflops": 751, "source": "gpu/results/probe/hw.json"}),
+                 measured={"copy_tb_s": 4.14, "bf16_mm_tflops": 751, "source": "tests/gpu/results/probe/hw.json"}),
     # B200: 180 GB, 8 TB/s, 2250/4500/9000 TF bf16/fp8/fp4, NVLink5 900 GB/s, 1000 W; $1.95 / $2.34 (FACTS.md)
     "b200": dict(vendor="nvidia", device_name="NVIDIA_B200", hbm_gb=180, hbm_tb_s=8.0,
                  tflops={"bf16": 2250, "fp8": 4500, "fp4": 9000}, scaleup_gb_s=900, tdp_w=1000,

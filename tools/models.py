@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from agent.errors import BadInput, unknown
+from tools.errors import BadInput, unknown
 
 
 class Precision(BaseModel):

@@ -15,6 +15,7 @@ from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
 from agent.planners.fixes import fixes_for
 from tools import frameworks
 from tools.candidate import Candidate, Parallel
+from tools.errors import BadInput, unknown
 from tools.models import PRECISIONS
 
 SPEC_WORDS = ("specul", "--method", "--num-speculative-tokens")
@@ -24,9 +25,20 @@ SPEC_DEPTHS = (3, 5)  # the common MTP depth, then a deeper draft
 class BuiltinPlanner:
     name = "builtin"
 
-    def __init__(self, *, search_trials: int = 6, patience: int = 3, screen_choices: int = 3, fixes=None):
+    def __init__(self, *, search_trials: int = 6, patience: int = 3, screen_choices: int = 3, fixes=None,
+                 phases: tuple[str, ...] | None = None, gpus: int | None = None):
         self.search_trials, self.patience = search_trials, patience
         self.screen_choices = screen_choices
+        # The phases this ground can vary (a one-GPU, one-checkpoint ground has no precision,
+        # parallelism or MoE-tuning phase) and the GPUs the baseline may use (None: the node's).
+        if phases is not None:
+            bad = [ph for ph in phases if ph not in PHASES]
+            if bad or not phases:
+                raise unknown("planner phase", bad[0] if bad else tuple(phases), PHASES)
+        if gpus is not None and gpus < 1:
+            raise BadInput(f"the planner's gpus must be >= 1, got {gpus}")
+        self.phases = tuple(ph for ph in PHASES if ph in (phases or PHASES))
+        self.gpus = gpus
         # The fix catalogue (fixes.fixes_for's signature); injectable so a run or a test can use a
         # smaller or larger catalogue without patching the module.
         self.fixes = fixes or fixes_for
@@ -42,11 +54,15 @@ class BuiltinPlanner:
         if fix is not None:
             return fix
         for ph in PHASES[PHASES.index(phase):]:
-            for p in getattr(self, f"_{ph}")(ctx):
+            for p in self.candidates(ctx, ph):
                 if p.kind == "moe_tune" or Candidate.model_validate(p.candidate).key() not in tried:
                     return p
         return Proposal(kind="stop", phase=phase, description="every phase is exhausted",
                         rationale="no untried candidate is left in any phase")
+
+    def candidates(self, ctx: PlanContext, phase: str) -> Iterator[Proposal]:
+        """The phase's proposals in order; none for a phase this planner does not walk."""
+        return getattr(self, f"_{phase}")(ctx) if phase in self.phases else iter(())
 
     def _baseline(self, ctx: PlanContext) -> Proposal:
         fw = ctx.frameworks[0]
@@ -57,9 +73,8 @@ class BuiltinPlanner:
                         rationale="measure the starting point with the framework's defaults",
                         candidate=c.model_dump(mode="json"))
 
-    @staticmethod
-    def _full_tp(ctx: PlanContext) -> int:
-        n = max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
+    def _full_tp(self, ctx: PlanContext) -> int:
+        n = self.gpus or max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
         heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
         while n > 1 and heads % n:
             n //= 2

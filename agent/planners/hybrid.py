@@ -81,12 +81,13 @@ class HybridPlanner:
 
 
 def make_planner(name: str, *, llm_model: str | None = None, run_dir: Path | None = None, ledger=None,
-                 progress=None, fixes=None, **llm_kw):
-    """The planner a run asked for. `ledger` receives the LLM's token use as "llm" events."""
+                 progress=None, fixes=None, scope: dict | None = None, **llm_kw):
+    """The planner a run asked for. `ledger` receives the LLM's token use as "llm" events; `scope`
+    is what the ground lets the built-in planner vary (its phases, the GPUs of the baseline)."""
     from agent.planners.builtin import BuiltinPlanner
     if name not in PLANNERS:
         raise unknown("planner", name, PLANNERS)
-    builtin = BuiltinPlanner(**({"fixes": fixes} if fixes is not None else {}))
+    builtin = BuiltinPlanner(**({"fixes": fixes} if fixes is not None else {}), **(scope or {}))
     if name == "builtin":
         return builtin
     if not llm_model:

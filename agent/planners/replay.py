@@ -18,7 +18,8 @@ from typing import Callable
 
 from agent.planners.base import PatchProposal, PlanContext, Proposal
 from agent.planners import fixes
-from agent.playbook import Playbook, StepOutcome
+from agent.ledger import Ledger
+from agent.playbook import Playbook, StepOutcome, parse
 from agent.playbook_adapt import Adapted, adapt, conditions
 from tools import frameworks as fwmod
 from tools.candidate import Candidate
@@ -312,3 +313,28 @@ def outcomes(pb: Playbook, trials: list[dict], card, hw, frameworks=None, events
                 o = StepOutcome(step=s.id, outcome="pending", reason="not reached (budget or run ended)")
         out.append(o.model_dump())
     return out
+
+
+# ---- a replay run's planner, rebuilt from its ledger (agent resume) ----------------------------
+def ledger_note(led) -> Callable[[str, str], None]:
+    """The planner's `note`: a step's skip reason as a ledger event, once per message."""
+    def note(step_id: str, message: str) -> None:
+        msg = f"{step_id} {message}"
+        if not any(e["kind"] == "playbook" and e["message"] == msg for e in led.events()):
+            led.event("playbook", msg)
+    return note
+
+
+def planner_for_run(run_dir) -> ReplayPlanner | None:
+    """The replay planner of a replay run (None for any other run): the hook `agent resume`
+    needs so a resumed replay keeps replaying (its playbook is stored in the ledger)."""
+    led = Ledger(run_dir)
+    try:
+        rep = led.meta("replay")
+    finally:
+        led.close()
+    if not rep:
+        return None
+    planner = ReplayPlanner(parse(rep["playbook"], "replayed playbook"))
+    planner.note = ledger_note(Ledger(run_dir))
+    return planner

@@ -3,7 +3,7 @@ usage: python -m tests.agent.run_agent start|resume RUN_DIR LAUNCH_LOG"""
 import sys
 from pathlib import Path
 
-from agent.cmd_optimize import resume, start
+from agent.run import resume, start
 from tests.agent.conftest import fake_factory, fake_suite, small_config
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import typer
 
-from agent.cmd_optimize import EXIT, _emit, start
+from agent.cmd_common import EXIT, emit
+from agent.run import start
 from agent.config import Measure, RunConfig, Target
 from agent.errors import BadInput
 from agent.ledger import Ledger
@@ -76,7 +77,7 @@ def test_a_refused_workload_stops_the_run_with_the_servers_words(tmp_path):
     assert [d["kind"] for d in t["diagnoses"]][-1] == "requests_refused"
     assert ground.clients[0].sent <= 8  # the warm-up's requests: the sweep never started
     with pytest.raises(typer.Exit) as e:
-        _emit(out, False)
+        emit(out, False)
     assert e.value.exit_code == EXIT["refused"] == 2
 
 
@@ -103,7 +104,7 @@ def test_a_baseline_that_never_starts_fails_the_run_with_its_diagnosis(tmp_path)
     assert "no configuration could be measured" in out["stop_reason"]
     assert "startup_memory" in out["stop_reason"] and "To resolve: decrease" in out["stop_reason"]
     with pytest.raises(typer.Exit) as e:
-        _emit(out, False)
+        emit(out, False)
     assert e.value.exit_code == EXIT["failed"] == 1
 
 

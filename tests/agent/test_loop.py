@@ -5,7 +5,7 @@ import json
 import git
 import yaml
 
-from agent.cmd_optimize import resume, start
+from agent.run import resume, start
 from agent.ledger import Ledger
 from tests.agent.conftest import fake_factory, fake_suite, small_config
 
@@ -136,7 +136,7 @@ def test_spec_decoding_candidates_are_valid_for_every_framework():
 
 
 def test_eval_tasks_pick_a_subset_of_the_default_suite():
-    from agent.cmd_optimize import default_suite
+    from agent.run import default_suite
     from agent.config import Measure, RunConfig, Target
     from tools.models import get_model
     cfg = RunConfig(target=Target(model="smollm2-135m", hw="cpu"), measure=Measure(eval_tasks=["qa", "longctx"]))

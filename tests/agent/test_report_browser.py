@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from agent import report
-from agent.cmd_optimize import start
+from agent.run import start
 from agent.ledger import Ledger
 from tests.agent.browser import chromium, open_page
 from tests.agent.conftest import fake_factory, fake_suite, small_config

@@ -1,5 +1,5 @@
 """The GPU ground's CPU-checkable parts: the test model's config, parity scoring, the model overlay,
-the planner's scope. (The GPU run itself is recorded under gpu/results/.)"""
+the planner's scope. (The GPU run itself is recorded under tests/gpu/results/.)"""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu.make_model import SIZES, config_dict, vocab_size_of
-from gpu.parity import ParitySuite, contexts, per_item, prompts, score
-from gpu.sandbox import overlay_model
+from tests.gpu.make_model import SIZES, config_dict, vocab_size_of
+from tools.evals.context_parity import ParitySuite, contexts, per_item, prompts, score
+from sandboxes.transformers_serve import overlay_model
 
 
 def test_test_model_is_a_glm52_miniature():
@@ -107,7 +107,7 @@ def test_overlay_links_weights_and_rewrites_config(tmp_path):
 def test_gpu_planner_baseline_is_one_gpu_defaults():
     from agent.config import RunConfig, Target
     from agent.planners.base import PlanContext
-    from gpu.loop import GpuPlanner
+    from tests.gpu.loop import GpuPlanner
     from tools import hardware, models
     card = models.get_model("glm-5.2")
     hw = hardware.get_hardware("h200")
@@ -117,4 +117,4 @@ def test_gpu_planner_baseline_is_one_gpu_defaults():
     p = GpuPlanner().propose(ctx)
     assert p.candidate["framework"] == "transformers" and p.candidate["parallel"]["tp"] == 1
     assert p.candidate["flags"] == {}
-    assert list(GpuPlanner()._parallel(ctx)) == [] and list(GpuPlanner()._precision(ctx)) == []
+    assert list(GpuPlanner().candidates(ctx, "parallel")) == [] and list(GpuPlanner().candidates(ctx, "precision")) == []

@@ -1,4 +1,4 @@
-"""The recorded H200 outcomes under gpu/results/ hang together: what tools/hardware.py claims was
+"""The recorded H200 outcomes under tests/gpu/results/ hang together: what tools/hardware.py claims was
 measured is what the probe measured, and the probe saw the classes and kernels the adapter names."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from tools.frameworks import get
 from tools.hardware import get_hardware
 
-RESULTS = Path(__file__).resolve().parents[2] / "gpu" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 PROBE = RESULTS / "probe"
 
 

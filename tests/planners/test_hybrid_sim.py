@@ -10,7 +10,7 @@ import json
 import git
 import pytest
 
-from agent.cmd_optimize import start
+from agent.run import start
 from agent.config import Budget
 from agent.ledger import Ledger
 from agent.planners.fixes import fixes_for

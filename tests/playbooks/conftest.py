@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cmd_optimize import start
-from agent.cmd_playbook import replay
+from agent.run import start
+from agent.replay import replay
 from agent.config import Target
 from agent.ledger import Ledger
 from tests.agent.conftest import fake_factory, fake_suite, small_config

@@ -5,8 +5,9 @@ import pytest
 import yaml
 
 from agent import playbook as pbm
-from agent.cmd_optimize import start
-from agent.cmd_playbook import planner_for_run, replay
+from agent.run import start
+from agent.planners.replay import planner_for_run
+from agent.replay import replay
 from agent.planners.replay import ReplayPlanner
 from tests.agent.fakes import FakeSandbox
 from agent.ledger import Ledger
@@ -169,7 +170,7 @@ def test_a_step_this_framework_cannot_express_hands_its_phase_to_the_builtin_pla
 
 
 def test_agent_resume_of_a_replay_keeps_replaying(recorded, tmp_path):
-    from agent.cmd_optimize import resume
+    from agent.run import resume
     fresh = tmp_path / "w"
     out = do_replay(recorded.playbook, "glm-5.2", "mi355x", fresh, approve="ask")
     assert out["status"] == "waiting_for_review"

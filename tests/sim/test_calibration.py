@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agent.cli import main
-from agent.cmd_estimate import run_estimate
+from sandboxes.sim.cli import run_estimate
 from agent.errors import BadInput
 
 SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "5", "--speculative-eagle-topk", "1",

@@ -68,7 +68,7 @@ def test_agent_eval_harness_lm_eval(gsm, capsys):
 
 
 def test_the_loops_gate_through_lm_eval(gsm):
-    from agent.cmd_optimize import default_suite
+    from agent.run import default_suite
     from agent.config import Measure, RunConfig, Target
     server, data = gsm
     cfg = RunConfig(target=Target(model="glm-5.2", hw="mi355x"), backend="local",

@@ -15,7 +15,7 @@ from contextlib import aclosing
 
 import httpx
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools.bench.records import RequestRecord, RequestSpec
 from tools.bench.refusal import NOT_SENT, TRIP_AFTER, Breaker
 from tools.bench.sse import Pool

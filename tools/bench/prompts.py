@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools.bench.records import RequestSpec
 
 # Used without a tokenizer: common words, most of them one token in BPE vocabularies.

@@ -11,7 +11,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from agent.errors import unknown
+from tools.errors import unknown
 from tools.evals.tasks import EvalResult, Item, Task
 
 TASKS = ("gsm8k", "qa", "parity", "longctx", "gpqa-diamond", "tau2")

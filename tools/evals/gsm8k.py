@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools.evals.tasks import Item, Task, normalize_number
 
 SHOTS = 5

@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools.evals.gsm8k import SHOTS, gold_of, load
 from tools.evals.stats import accuracy
 from tools.evals.tasks import EvalResult, ItemResult

@@ -5,12 +5,12 @@
 """
 from __future__ import annotations
 
-from agent.errors import BadInput, unknown
+from tools.errors import BadInput, unknown
 from tools.frameworks.base import FlagError, FlagSpec, Framework
 
 NAMES = ("vllm", "sglang", "atom")
 # Adapters outside the story's three (not planned by default; a sandbox names them in `frameworks`):
-# transformers' own server, the real GPU ground of gpu/ (issue 7).
+# transformers' own server, the real GPU ground of tests/gpu/ (issue 7).
 EXTRA = ("transformers",)
 _cache: dict[str, Framework] = {}
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools.candidate import Candidate
 from tools.frameworks.schemas.parser import FlagError  # noqa: F401 - re-exported: adapters and the sim raise it
 from tools.protocols import Diagnosis

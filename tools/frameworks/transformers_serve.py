@@ -1,7 +1,7 @@
 """transformers' own OpenAI-compatible server (`transformers serve`), as in transformers 5.17.
 
 Read from transformers 5.17.0's source (transformers/cli/serve.py, cli/serving/*.py,
-modeling_utils.py, integrations/moe.py) and confirmed on the H200 (gpu/results/serve_help.txt):
+modeling_utils.py, integrations/moe.py) and confirmed on the H200 (tests/gpu/results/serve_help.txt):
 - Entry point: `python -m transformers.cli.transformers serve [OPTIONS] [FORCE_MODEL]`. The model is
   a positional argument (no --model flag); with it the server preloads the model before uvicorn
   starts, pins every request to that name (`model` must equal it exactly, else HTTP 400) and never
@@ -16,7 +16,7 @@ modeling_utils.py, integrations/moe.py) and confirmed on the H200 (gpu/results/s
   grouped_mm when the model supports it, else eager). This adapter therefore carries it as a
   *config knob*: `--experts-implementation` lives in the flag schema so planners search it like any
   flag, but `argv()` never passes it; `config_overrides()` names the config.json keys a sandbox must
-  write into a per-launch copy of the model directory (gpu/sandbox.py does).
+  write into a per-launch copy of the model directory (sandboxes/transformers_serve.py does).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.errors import BadInput
+from tools.errors import BadInput
 from tools.frameworks import schemas
 from tools.frameworks.base import FlagSpec, Framework
 from tools.frameworks.schemas.parser import FlagError, build

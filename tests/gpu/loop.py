@@ -1,14 +1,15 @@
-"""`agent optimize --backend local --hw h200` on the device: the loop against transformers serve.
+"""`agent optimize --backend local --framework transformers --hw h200` on the device, sized to
+fit one device command: the loop against transformers serve.
 
-The same code path as the CLI (agent.cmd_optimize.start: the LangGraph loop, the ledger, the
-keep/revert rule, the report) with the three pieces this ground needs plugged in through the
-factories `start` already takes:
-- GpuSandbox (gpu/sandbox.py): transformers serve on the one GPU, config knobs, warm-up;
-- ParitySuite (gpu/parity.py): greedy-output parity against the reference configuration;
+The same code path as the CLI (agent.run.start: the LangGraph loop, the ledger, the keep/revert
+rule, the report; the CLI gets the same three pieces from the ground registry) with each piece
+sized from this script's arguments through the factories `agent.run.start` takes:
+- GpuSandbox (sandboxes/transformers_serve.py): transformers serve on the one GPU, config knobs, warm-up;
+- ParitySuite (tools/evals/context_parity.py): greedy-output parity against the reference configuration;
 - GpuPlanner (below): the built-in planner on a one-GPU, one-checkpoint ground.
 The measurement is sized to fit one 10-minute device command (see `measure_config`).
 
-    python -m gpu.loop --model-dir /tmp/glm52-mini --run-dir $OUT/run --time-budget 330
+    python -m tests.gpu.loop --model-dir /tmp/glm52-mini --run-dir $OUT/run --time-budget 330
 """
 from __future__ import annotations
 
@@ -19,37 +20,23 @@ import time
 from pathlib import Path
 
 from agent.config import Budget, Gate, Measure, RunConfig, Slo, Target
-from agent.planners.base import PlanContext, Proposal
 from agent.planners.builtin import BuiltinPlanner
+from sandboxes.transformers_serve import PLANNER_SCOPE
 from tools.bench.workload import Workload
-from tools.candidate import Candidate, Parallel
 
 
 class GpuPlanner(BuiltinPlanner):
-    """The built-in phases where they mean something on this ground: the baseline is the
-    framework's defaults on the one GPU; flags are screened (categorical knobs one at a time,
-    the MoE experts implementation among them) and searched (TPE over the numeric ones).
-    Skipped, with the reason: precision (one bf16 checkpoint; the server's only quantization is
-    bitsandbytes, absent there), parallelism (one GPU), MoE tuning (no tuner: the experts
-    implementation is the MoE knob and is screened with the flags)."""
+    """The built-in planner in the scope the transformers-serve ground registers (PLANNER_SCOPE):
+    the baseline is the framework's defaults on the one GPU; flags are screened (categorical knobs
+    one at a time, the MoE experts implementation among them) and searched (TPE over the numeric
+    ones). Not walked: precision (one bf16 checkpoint; the server's only quantization is
+    bitsandbytes, absent there), parallelism (one GPU), MoE tuning (no tuner). `agent optimize
+    --backend local --framework transformers` builds the same planner from the registry."""
 
     name = "builtin-gpu"
 
-    def _baseline(self, ctx: PlanContext) -> Proposal:
-        fw = ctx.frameworks[0]
-        c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=1))
-        return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, default flags",
-                        rationale="measure the starting point with the framework's defaults",
-                        candidate=c.model_dump(mode="json"))
-
-    def _precision(self, ctx):
-        return iter(())
-
-    def _parallel(self, ctx):
-        return iter(())
-
-    def _moe(self, ctx):
-        return iter(())
+    def __init__(self, **kw):
+        super().__init__(**PLANNER_SCOPE, **kw)
 
 
 def measure_config(a) -> Measure:
@@ -85,9 +72,9 @@ def _server_env(a) -> dict | None:
 
 
 def run(a) -> dict:
-    from agent import cmd_optimize
-    from gpu.parity import ParitySuite
-    from gpu.sandbox import GpuSandbox
+    from agent import run as runlib
+    from tools.evals.context_parity import ParitySuite
+    from sandboxes.transformers_serve import GpuSandbox
 
     run_dir = Path(a.run_dir)
     model_dir = str(Path(a.model_dir).resolve())
@@ -121,9 +108,9 @@ def run(a) -> dict:
                      .model_dump(mode="json"))
         led.event("resume", f"resumed on another device call with {a.time_budget:.0f} s more ground time")
         led.close()
-        out = cmd_optimize.resume(run_dir, **kw)
+        out = runlib.resume(run_dir, **kw)
     else:
-        out = cmd_optimize.start(cfg, run_dir, **kw)
+        out = runlib.start(cfg, run_dir, **kw)
     out["wall_s"] = round(time.time() - t0, 1)
     ledger = export_ledger(run_dir)
     ledger["launches"] = holder["sb"].launches if "sb" in holder else []

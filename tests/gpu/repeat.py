@@ -1,7 +1,7 @@
 """Measure the noise the loop assumed: the same candidates again, interleaved, with the loop's own
 bench (agent.measure.bench) and the recorded run's config (workload, sweep, SLO).
 
-    python -m gpu.repeat --run-dir resume/dsa --model-dir /tmp/model-glm_moe_dsa --trials 1,3,1 --out $OUT/repeat.json
+    python -m tests.gpu.repeat --run-dir resume/dsa --model-dir /tmp/model-glm_moe_dsa --trials 1,3,1 --out $OUT/repeat.json
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--trials", default="1,3,1", help="trial ids of the run to measure again, in this order")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    from gpu.sandbox import GpuSandbox
+    from sandboxes.transformers_serve import GpuSandbox
     led = Ledger(a.run_dir)
     cfg = RunConfig.model_validate(led.meta("config"))
     cands = {int(t["id"]): Candidate.model_validate(t["candidate"]) for t in led.trials()}

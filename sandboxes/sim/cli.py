@@ -1,5 +1,8 @@
 """`agent estimate`: GPU-free prediction of one configuration on the simulated node.
 
+The simulator's own command: sandboxes/sim/ground.py registers it with the ground registry and
+the `agent` CLI adds every registered command, so the agent never imports the simulator.
+
     agent estimate --model glm-5.2 --weights mxfp4 --hw mi355x --framework sglang --moe-tuned \\
         -- --tp-size 4 --dp-size 2 --kv-cache-dtype fp8_e4m3 --speculative-algorithm NEXTN ...
 
@@ -15,10 +18,10 @@ from pathlib import Path
 
 import typer
 
-from agent.cmd_bench import positive_floats
-from agent.errors import BadInput
 from tools import frameworks
 from tools.candidate import Candidate, Parallel
+from tools.cli_values import positive_floats
+from tools.errors import BadInput
 from tools.frameworks.base import FlagError
 from tools.hardware import get_hardware
 from tools.models import PRECISIONS, get_model

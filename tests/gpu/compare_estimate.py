@@ -2,11 +2,11 @@
 
 Runs the estimate (the simulator's GPU-free prediction) with the loop's workload (256 in / 32 out,
 no prefix sharing, TTFT p95 SLO 2 s) for each framework the simulator models, reads the measured
-baseline and best of each recorded run, and writes gpu/results/estimate_vs_measured.json with the
+baseline and best of each recorded run, and writes tests/gpu/results/estimate_vs_measured.json with the
 errors. Also the floor set by the measured copy bandwidth: a batch-1 decode step must read the
 active weights once.
 
-    python -m gpu.compare_estimate
+    python -m tests.gpu.compare_estimate
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpu.make_model import config_dict
+from tests.gpu.make_model import config_dict
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNS = {"h200-glm52-mini": "glm_moe_dsa", "h200-glm45-mini": "glm4_moe"}

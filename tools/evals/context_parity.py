@@ -2,7 +2,7 @@
 
 The test model has random weights, so accuracy means nothing; what can still go wrong is the
 numerics (a lower-precision dtype, a different kernel, a batching bug), and greedy decoding shows
-it. A random network is chaotic, though (measured on the H200, gpu/results/probe/: the reference
+it. A random network is chaotic, though (measured on the H200, tests/gpu/results/probe/: the reference
 configuration run batched instead of one prompt at a time keeps the first 16 greedy tokens of only
 42% of the prompts), so comparing free-running continuations would measure the cascade after the
 first flipped token, not the numerics. Parity is therefore taken at fixed contexts: each item is a

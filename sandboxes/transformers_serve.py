@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 
-from agent.errors import BadInput
+from sandboxes import registry
 from sandboxes.local import LocalSandbox, NotSupported
+from tools.errors import BadInput
 from tools import frameworks, logs
 from tools.bench.workload import Workload, schedule
 from tools.candidate import Candidate
+from tools.evals.context_parity import ParitySuite as ContextParity
 from tools.protocols import Diagnosis, LaunchFailure
 from tools.server import RunningServer, launch_process
 
@@ -122,3 +125,27 @@ class GpuSandbox(LocalSandbox):
     def source_tree(self, framework: str, run_dir: Path) -> Path:
         raise NotSupported("patching transformers is not part of this ground")
 
+
+
+# ---- `--backend local --framework transformers`: this ground, registered under `local` ---------
+def _open(cfg, card, hw) -> GpuSandbox:
+    t = cfg.target
+    if not t.model_path:
+        raise BadInput("--backend local --framework transformers needs --model-path DIR (a checkpoint directory)")
+    w = cfg.measure.workload  # warm up with the requests the sweep will send
+    return GpuSandbox(t.model_path, python=t.python or sys.executable,
+                      warmup=Workload(input_len=w.input_len, output_len=w.output_len, prefix_hit=0.0))
+
+
+def _parity(cfg, run_dir) -> ContextParity:
+    # Greedy next-token parity at fixed contexts against the first configuration measured: it
+    # judges numerics on any checkpoint, a randomly initialised test model included.
+    return ContextParity(run_dir)
+
+
+# One bf16 checkpoint on one GPU and no MoE tuner: precision, parallelism and MoE tuning are not
+# phases here (the experts implementation, this server's MoE knob, is screened with the flags).
+PLANNER_SCOPE = {"phases": ("framework", "speculative", "flags"), "gpus": 1}
+
+registry.register(registry.Ground("local", _open, framework="transformers", planner_scope=PLANNER_SCOPE,
+                                  suite=_parity, help="transformers serve on this host's GPU"))

@@ -2,7 +2,7 @@
 on the simulator — 6+ rate points, 120+ simulated seconds each — must take < 2 s of wall time
 here, and the cost of a sweep must grow no faster than linearly in simulated requests.
 
-    python benchmarks/sim_sweep.py            # prints and writes benchmarks/results/sim_sweep.json
+    python tests/perf/sim_sweep.py            # prints and writes tests/perf/results/sim_sweep.json
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from sandboxes.sim import SimSandbox  # noqa: E402
 from tools.bench.sweep import sweep  # noqa: E402

@@ -2,7 +2,7 @@
 test model, compare the MoE experts implementations offline, and smoke-test the loop.
 
 Each section writes its own file under --out and survives the failure of the others.
-    python -m gpu.probe --out $OUT --tokenizer .tok
+    python -m tests.gpu.probe --out $OUT --tokenizer .tok
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def ceilings(out: Path) -> dict:
 
 @section("make the test model")
 def make_model(out: Path, tokenizer: Path, arch: str, size: str) -> dict:
-    from gpu.make_model import make
+    from tests.gpu.make_model import make
     info = make(MODELS[arch], tokenizer, size=size, seed=0, arch=arch, device=DEVICE)
     (out / f"model-{arch}.json").write_text(json.dumps(info, indent=1))
     print(info, flush=True)
@@ -121,7 +121,7 @@ def offline(out: Path, items: int, tokens: int, arch: str, full: bool) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from gpu.parity import prompts
+    from tools.evals.context_parity import prompts
     model_dir = MODELS[arch]
     tok = AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"
@@ -197,7 +197,7 @@ def offline(out: Path, items: int, tokens: int, arch: str, full: bool) -> dict:
 @section("loop smoke test (baseline + one trial)")
 def smoke(out: Path, budget: int, arch: str) -> None:
     run = Path("/tmp/smoke")
-    cmd = [sys.executable, "-m", "gpu.loop", "--model-dir", str(MODELS[arch]), "--run-dir", str(run), "--trials", "2",
+    cmd = [sys.executable, "-m", "tests.gpu.loop", "--model-dir", str(MODELS[arch]), "--run-dir", str(run), "--trials", "2",
            "--time-budget", str(budget), "--requests", "8", "--duration", "4", "--start-rps", "2", "--max-points", "4",
            "--bisect", "0",
            "--input-len", "256", "--output-len", "64", "--parity-items", "12"]

@@ -8,11 +8,11 @@ experts top-8, leading dense layers); `--arch glm4_moe` is the fallback (GLM-4.5
 attention) should the DSA model not serve.
 
 Random weights make accuracy meaningless; quality is judged as greedy-output parity against the
-reference configuration (gpu/parity.py). EOS is switched off in the configs so a random model
+reference configuration (tools/evals/context_parity.py). EOS is switched off in the configs so a random model
 never stops early: every request then generates exactly `max_tokens` (the server has no
 `ignore_eos`).
 
-    python gpu/make_model.py --out /tmp/glm52-mini --tokenizer .tok --size gpu --seed 0
+    python tests/gpu/make_model.py --out /tmp/glm52-mini --tokenizer .tok --size gpu --seed 0
 """
 from __future__ import annotations
 

@@ -1,0 +1,102 @@
+"""What the `agent` commands share as a shell: where runs live by default, reading --config,
+naming a run on the command line, pydantic errors as one line, printing a run's outcome (and its
+exit code), and what an interrupted run says."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+import typer
+from pydantic import ValidationError
+
+from agent.config import RunConfig
+from agent.errors import BadInput
+from agent.ledger import LEDGER, Ledger
+
+RUNS_ROOT = Path("logs")
+
+
+def load_overrides(path: str | None) -> dict:
+    """`--config FILE`: YAML/JSON of RunConfig fields (measure, slo, gate, base_flags, ...)."""
+    if path is None:
+        return {}
+    import yaml
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"--config {path!r}: no such file")
+    try:
+        d = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise BadInput(f"--config {path!r} is not YAML/JSON: {str(e).splitlines()[0]}") from None
+    # the ground (backend, framework) and the target are command-line choices, not run settings
+    allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "framework", "objective", "approve", "seed"})
+    bad = sorted(set(d) - set(allowed)) if isinstance(d, dict) else None
+    if bad is None or bad:
+        raise BadInput(f"--config {path!r}: unknown keys {bad or '(not a mapping)'}; allowed: {', '.join(allowed)}")
+    return d
+
+
+def first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+
+
+def run_dir_arg(run: str) -> Path:
+    """A run named on the command line: a directory, or a name under RUNS_ROOT."""
+    p = Path(run)
+    if not (p / LEDGER).is_file() and (RUNS_ROOT / run / LEDGER).is_file():
+        p = RUNS_ROOT / run
+    if not (p / LEDGER).is_file():
+        raise BadInput(f"{run!r} is not a run directory (no {LEDGER}); `agent runs` lists runs")
+    return p
+
+
+def progress(json_mode: bool, bar=None) -> Callable[[str], None]:
+    """The run's messages on stderr (stdout carries the result); with a trials bar
+    (agent/progress.py), each new trial advances it."""
+    def p(msg: str) -> None:
+        if bar is None:
+            typer.echo(msg, err=True)
+            return
+        bar.note(msg)
+        if _LAUNCH_LINE.match(msg):  # nodes._first's line: a candidate's first launch, what the budget counts
+            bar.advance()
+    return p
+
+
+_LAUNCH_LINE = re.compile(r"^  launching \S+ \S+ TP\d+xDP\d+ \.\.\.$")
+
+
+# A run that ends without a measured configuration exits non-zero: 2 when the workload is the
+# user's to change (the server refused its requests), 1 when nothing could be launched and measured.
+EXIT = {"refused": 2, "failed": 1}
+
+
+def emit(out: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(out, indent=None, default=str))
+    elif out["status"] in EXIT:
+        typer.echo(f"{out['status']}: {out['run_dir']}\n{out.get('stop_reason')}", err=True)
+    else:
+        b = out.get("best") or {}
+        typer.echo(f"{out['status']}: {out['run_dir']}  best: {b.get('framework')} {b.get('weights')} "
+                   f"knee {b.get('knee_tok_s') or 0:.1f} tok/s @ {b.get('knee_rps') or 0:.2f} RPS, "
+                   f"single-stream {b.get('single_stream_tok_s') or 0:.1f} tok/s")
+    if out["status"] in EXIT:
+        raise typer.Exit(EXIT[out["status"]])
+
+
+def interrupted(rd: Path, e: KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: by now every server's context manager has stopped its process group and
+    the ledger holds each finished measurement; say so, and how to go on (exit 130, as shells do)."""
+    if (rd / LEDGER).exists():
+        led = Ledger(rd)
+        led.set_meta("status", "interrupted")
+        led.close()
+        typer.echo(f"interrupted ({e or 'SIGINT'}): the run is saved in {rd}; continue with: agent resume {rd}",
+                   err=True)
+    else:
+        typer.echo(f"interrupted ({e or 'SIGINT'}) before the run started", err=True)
+    raise typer.Exit(130)

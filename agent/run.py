@@ -1,0 +1,165 @@
+"""The run as a library: open a run from a RunConfig (its Target), a Sandbox and a Planner, and
+drive the graph until it ends or waits on a review. `agent optimize`, `agent resume`, `agent
+replay` and the GPU device script are thin callers of `start` / `resume` / `drive`.
+
+The sandbox comes from the ground registry by the config's backend name (sandboxes.registry), so
+this module never knows which ground it runs on; tests pass their own `sandbox_factory`, which
+takes the same (cfg, card, hw) as a registered ground's opener.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from langgraph.types import Command
+
+from agent import graph as graphmod
+from agent import nodes, report
+from agent.config import RunConfig, resolve_target
+from agent.errors import BadInput
+from agent.ledger import LEDGER, Ledger
+from agent.review import ask_on_terminal
+from sandboxes import registry
+
+SandboxFactory = Callable[[RunConfig, object, object], object]
+Ask = Callable[[dict], "dict | None"]  # a pending patch -> {"status", "by", "reason"} or None (not now)
+
+
+def default_sandbox(cfg: RunConfig, card, hw):
+    """The run's ground, opened by name through the registry (the agent never imports a ground)."""
+    return registry.open_sandbox(cfg.backend, cfg, card, hw, framework=cfg.framework)
+
+
+def default_suite(cfg: RunConfig, card, hw, sandbox):
+    """The eval tasks for this run (tools.evals), narrowed to measure.eval_tasks when given."""
+    from tools.evals import suite_for  # the evals package names its default tasks
+    suite = suite_for(cfg, card, hw)
+    want = cfg.measure.eval_tasks
+    if want is not None:
+        have = [t.name for t in suite.tasks]
+        bad = [w for w in want if w not in have]
+        if bad or not want:
+            raise BadInput(f"measure.eval_tasks {want!r}: allowed here: {', '.join(have)}")
+        suite.tasks = [t for t in suite.tasks if t.name in want]
+    return suite
+
+
+def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFactory | None = None,
+                 suite_factory=None, planner=None, progress=None) -> nodes.Runtime:
+    card, hw = resolve_target(cfg.target)
+    # A registered ground may narrow the planner and bring its own quality gate; a test's own
+    # sandbox factory is no registered ground and gets neither.
+    ground = registry.get(cfg.backend, cfg.framework) if sandbox_factory is None else None
+    sandbox = (sandbox_factory or default_sandbox)(cfg, card, hw)
+    # lm-eval, when asked for, scores the gate on any ground (as the old sandbox hook allowed)
+    if suite_factory is None and ground is not None and ground.suite is not None and cfg.measure.harness != "lm-eval":
+        suite = ground.suite(cfg, run_dir)
+    else:
+        suite = (suite_factory or default_suite)(cfg, card, hw, sandbox)
+    ledger = Ledger(run_dir, create=True)
+    if planner is None and ledger.meta("replay"):  # a resumed replay keeps replaying its playbook (issue 5)
+        from agent.planners.replay import planner_for_run
+        planner = planner_for_run(run_dir)
+    if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
+        from agent.planners.hybrid import make_planner
+        planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
+                               progress=progress, scope=ground.planner_scope if ground else None)
+    return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=ledger, sandbox=sandbox,
+                         planner=planner, suite=suite, card=card, hw=hw, progress=progress or (lambda s: None))
+
+
+def load_config(run_dir: Path) -> RunConfig:
+    if not (Path(run_dir) / LEDGER).is_file():
+        raise BadInput(f"{str(run_dir)!r} is not a run directory (no {LEDGER}); `agent runs` lists runs")
+    led = Ledger(run_dir)
+    try:
+        return RunConfig.model_validate(led.meta("config"))
+    finally:
+        led.close()
+
+
+def new_run_dir(run_dir: Path) -> Path:
+    """Refuse a directory that already holds a run (that is `agent resume`), else create it."""
+    run_dir = Path(run_dir)
+    if (run_dir / LEDGER).exists():
+        raise BadInput(f"{str(run_dir)!r} already holds a run; use `agent resume {run_dir}`")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def record_start(rt: nodes.Runtime) -> None:
+    rt.ledger.set_meta("config", rt.config.model_dump(mode="json"))
+    rt.ledger.set_meta("created", time.time())
+
+
+def start(cfg: RunConfig, run_dir: Path, *, ask: Ask | None = None, **kw) -> dict:
+    """A new run: record the config, then drive the graph."""
+    cfg.check()
+    run_dir = new_run_dir(run_dir)
+    rt = open_runtime(run_dir, cfg, **kw)
+    record_start(rt)
+    for n in cfg.notes:  # what check() chose for the user, e.g. a workload that fits the model
+        rt.ledger.event("config", n)
+        rt.progress(f"note: {n}")
+    return drive(rt, {"incumbent": None}, ask=ask)
+
+
+def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None, **kw) -> dict:
+    """Continue a run from its last checkpoint, with the config it was started with."""
+    cfg = load_config(run_dir)
+    if approve is not None:
+        cfg = cfg.model_copy(update={"approve": approve}).check()
+    rt = open_runtime(Path(run_dir), cfg, **kw)
+    rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
+    if rt.ledger.meta("status") == "interrupted":
+        rt.ledger.set_meta("status", "running")
+    killed = nodes.reap_stale_servers(rt.run_dir)  # servers a killed agent left running
+    if killed:
+        rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
+        rt.progress(f"stopped {len(killed)} server(s) left running by the interrupted run")
+    g = graphmod.build(rt)
+    snap = g.get_state(graphmod.THREAD)
+    if not snap.next and rt.ledger.meta("status") == "done":
+        return summary(rt, "done")
+    inp = Command(resume=True) if any(t.interrupts for t in snap.tasks) else None
+    return drive(rt, inp, graph=g, ask=ask)
+
+
+def drive(rt: nodes.Runtime, inp, *, graph=None, ask: Ask | None = None) -> dict:
+    """Run the graph until it ends or waits on a review nobody can answer now. `ask` answers a
+    pending patch; without it a human is asked when the policy is `ask` and stdin is a terminal."""
+    g = graph or graphmod.build(rt)
+    while True:
+        g.invoke(inp, graphmod.THREAD)
+        snap = g.get_state(graphmod.THREAD)
+        waiting = [i for t in snap.tasks for i in t.interrupts]
+        if not waiting:
+            return summary(rt, rt.ledger.meta("status") or "done")
+        pid = waiting[0].value["patch_id"]
+        p = rt.ledger.patch(pid)
+        if p["status"] == "pending":
+            answer = ask(p) if ask is not None else ask_on_terminal(rt.config.approve, p)
+            if answer is None:
+                rt.ledger.set_meta("status", "waiting_for_review")
+                out = summary(rt, "waiting_for_review")
+                out["waiting"] = {"patch": pid, "how": [f"agent approvals {rt.run_dir}",
+                                                         f"agent approve {rt.run_dir} {pid}",
+                                                         f"agent reject {rt.run_dir} {pid} --reason '...'",
+                                                         f"agent resume {rt.run_dir}"]}
+                rt.progress(f"waiting for review of patch {pid}: " + "; ".join(out["waiting"]["how"][1:]))
+                return out
+            rt.ledger.decide_patch(pid, answer["status"], by=answer["by"], reason=answer.get("reason", ""))
+        rt.ledger.set_meta("status", "running")
+        inp = Command(resume=True)
+
+
+def summary(rt: nodes.Runtime, status: str) -> dict:
+    res = json.loads((rt.run_dir / "result.json").read_text()) if (rt.run_dir / "result.json").exists() \
+        else report.result(rt.ledger, rt.run_dir)
+    skipped = [{"patch": p["id"], "fix": p["fix"], "reason": p["reason"]} for p in rt.ledger.patches()
+               if p["status"] in ("skipped", "rejected")]
+    return {"status": status, "run_dir": str(rt.run_dir), "best": res.get("best"),
+            "trials": len(res.get("trials", [])), "stop_reason": res.get("stop_reason"),
+            "patches_not_applied": skipped}
