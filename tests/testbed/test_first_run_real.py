@@ -63,7 +63,7 @@ def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
     root = str(testbed.root)
     argv = AGENT + [a.replace(DEFAULT_DIR, root) if a.startswith(DEFAULT_DIR) else a for a in argv[1:]]
     budget = int(argv[argv.index("--budget") + 1])
-    env = {**os.environ, **env}  # the shell's environment, as the user has it
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **env}  # a newcomer's shell: no test paths
     r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=2400)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "note: measure on a CPU node: workload 512/64" in r.stderr  # it said what it chose, and why
