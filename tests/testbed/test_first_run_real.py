@@ -46,13 +46,16 @@ def _env():
 
 
 def _group_alive(pgid: int) -> list[int]:
+    """Members of the process group that still run. A killed engine whose parent (the API server)
+    is gone waits as a zombie until init reaps it, which this machine's init does late: a zombie
+    holds no memory, CPU or port, so it is not "left running"."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if os.getpgid(int(d.name)) == pgid:
+                if os.getpgid(int(d.name)) == pgid and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                     out.append(int(d.name))
-            except ProcessLookupError:
+            except (ProcessLookupError, OSError):
                 pass
     return out
 
