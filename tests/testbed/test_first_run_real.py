@@ -130,7 +130,9 @@ def test_ctrl_c_during_a_real_sweep_stops_within_seconds_and_resume_continues(te
     out = "".join(lines)
     assert rc == 130 and took < 10, (rc, took, out[-2000:])
     assert f"agent resume {d}" in out
-    assert all(not _group_alive(g) for g in pgids)  # API server, engine and worker: all gone
+    while any(_group_alive(g) for g in pgids) and time.monotonic() < t0 + 10:
+        time.sleep(0.2)  # the bound: the server's whole group gone within 10 s of Ctrl-C
+    assert not [m for g in pgids for m in _group_alive(g)]  # API server, engine and worker: all gone
     led = Ledger(d)
     assert led.meta("status") == "interrupted"
     led.close()
