@@ -36,6 +36,22 @@ def _describe(info: dict) -> str:
     return f"pid {info.get('pid')} on host {info.get('host')} since {since}"
 
 
+TAKEOVER_WAIT_S = 10.0
+
+
+def _dead(info: dict) -> bool:
+    """True when the recorded holder is provably gone (this host, no such pid)."""
+    if info.get("host") != socket.gethostname() or not isinstance(info.get("pid"), int):
+        return False
+    try:
+        os.kill(info["pid"], 0)
+        return False
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+
+
 def _read(path: Path) -> dict:
     try:
         d = json.loads(path.read_text() or "{}")
@@ -51,12 +67,20 @@ def acquire(run_dir) -> None:
         return
     key.mkdir(parents=True, exist_ok=True)
     fd = os.open(key / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RunBusy(f"run {str(run_dir)!r} is being worked on by {_describe(_read(key / LOCK))}; "
-                      "wait for it to finish or stop that process, then `agent resume` it") from None
+    deadline = time.monotonic() + TAKEOVER_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            info = _read(key / LOCK)
+            # The holder named in the file is dead, yet the lock is held: a child it was forking
+            # when it was killed still has the file open until it execs. Wait for that a moment.
+            if not _dead(info) or time.monotonic() > deadline:
+                os.close(fd)
+                raise RunBusy(f"run {str(run_dir)!r} is being worked on by {_describe(info)}; "
+                              "wait for it to finish or stop that process, then `agent resume` it") from None
+            time.sleep(0.05)
     info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(info).encode(), 0)

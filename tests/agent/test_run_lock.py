@@ -67,3 +67,17 @@ def test_runs_says_interrupted_for_a_killed_run_and_running_while_held(run, agen
         assert '"status": "running"' in agent("runs", "--root", str(run.parent), "--json").stdout
     finally:
         p.kill(), p.wait()
+
+
+def test_a_dead_holders_leftover_child_is_waited_for_not_named(tmp_path):
+    """A child the killed agent was forking (before its exec) still has the lock file open for a
+    moment; the dead pid in the file is not refused as if it were alive."""
+    code = (f"import os, sys, time; sys.path.insert(0, {str(REPO)!r}); from agent import run_lock; "
+            f"run_lock.acquire({str(tmp_path)!r}); pid = os.fork()\n"
+            "if pid == 0:\n    time.sleep(1.0); os._exit(0)\n"
+            "print('held', flush=True); time.sleep(120)")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    p.kill(), p.wait()  # the agent dies; its forked child lives on for a second with the fd
+    run_lock.acquire(tmp_path)  # waits for the child instead of naming the dead pid
+    run_lock.release(tmp_path)
