@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except BadInput as e:
-        typer.echo(f"error: {e}", err=True)
+        from tools.inert import inert_line
+        typer.echo(f"error: {inert_line(e)}", err=True)  # messages quote user and file text
         sys.exit(2)
     except KeyboardInterrupt as e:
         typer.echo(f"interrupted ({e or 'SIGINT'})", err=True)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from agent.config import RunConfig
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
+from tools.inert import inert
 
 RUNS_ROOT = Path("logs")
 
@@ -22,14 +23,8 @@ def load_overrides(path: str | None) -> dict:
     """`--config FILE`: YAML/JSON of RunConfig fields (measure, slo, gate, base_flags, ...)."""
     if path is None:
         return {}
-    import yaml
-    p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"--config {path!r}: no such file")
-    try:
-        d = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise BadInput(f"--config {path!r} is not YAML/JSON: {str(e).splitlines()[0]}") from None
+    from agent.safe_input import load_yaml_file
+    d = load_yaml_file(path, "--config") or {}  # size-capped, UTF-8, no YAML aliases
     # the ground (backend, framework) and the target are command-line choices, not run settings
     allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "framework", "objective", "approve", "seed"})
     bad = sorted(set(d) - set(allowed)) if isinstance(d, dict) else None
@@ -39,8 +34,8 @@ def load_overrides(path: str | None) -> dict:
 
 
 def first_error(e: ValidationError) -> str:
-    err = e.errors()[0]
-    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+    from agent.config import validation_message
+    return validation_message(e)
 
 
 def run_dir_arg(run: str) -> Path:
@@ -57,6 +52,7 @@ def progress(json_mode: bool, bar=None) -> Callable[[str], None]:
     """The run's messages on stderr (stdout carries the result); with a trials bar
     (agent/progress.py), each new trial advances it."""
     def p(msg: str) -> None:
+        msg = inert(msg)  # progress lines quote planner and log text: shown inert
         if bar is None:
             typer.echo(msg, err=True)
             return
@@ -100,3 +96,23 @@ def interrupted(rd: Path, e: KeyboardInterrupt):
     else:
         typer.echo(f"interrupted ({e or 'SIGINT'}) before the run started", err=True)
     raise typer.Exit(130)
+
+
+def run_row(run_dir: Path) -> dict:
+    """One line of `agent runs`; a corrupt run says so instead of breaking the list, and a run
+    marked running that nobody holds (its agent was killed) shows as interrupted."""
+    from agent import run_lock
+    try:
+        led = Ledger(run_dir)
+        try:
+            cfg = led.meta("config") or {}
+            row = {"run": str(run_dir), "model": cfg.get("target", {}).get("model"),
+                   "hw": cfg.get("target", {}).get("hw"), "status": led.meta("status"), "trials": len(led.trials())}
+        finally:
+            led.close()
+    except Exception as e:  # noqa: BLE001  sqlite3.DatabaseError, bad JSON: one run's problem, not the list's
+        return {"run": str(run_dir), "model": None, "hw": None, "status": f"unreadable ({type(e).__name__})",
+                "trials": 0}
+    if row["status"] in ("running", None) and run_lock.holder(run_dir) is None:
+        row["status"] = "interrupted"
+    return row

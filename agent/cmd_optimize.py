@@ -18,10 +18,12 @@ from pydantic import ValidationError
 
 from agent import report
 from agent import run as runlib
-from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress, run_dir_arg
+from agent.cmd_common import (RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress, run_dir_arg,
+                               run_row)
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
+from tools.inert import inert, inert_line
 
 
 def register(app: typer.Typer) -> None:
@@ -98,11 +100,12 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(rows))
             return
-        for p in rows:
-            typer.echo(f"{p['id']}  {p['status']:<9} {p['fix']} ({', '.join(p['files'])})"
-                       + (f"  by {p['decided_by']}: {p['reason'] or ''}" if p["decided_by"] else ""))
+        for p in rows:  # diffs, file names, reasons and diagnoses are data: shown inert
+            typer.echo(inert_line(f"{p['id']}  {p['status']:<9} {p['fix']} ({', '.join(p['files'])})"
+                                  + (f"  by {p['decided_by']}: {p['reason'] or ''}" if p["decided_by"] else "")))
         for p in led.patches("pending"):
-            typer.echo(f"\n--- {p['id']}: {(p['diagnosis'] or {}).get('message', '')}\n{p['diff']}")
+            msg = inert_line((p['diagnosis'] or {}).get('message', ''))
+            typer.echo(f"\n--- {inert_line(p['id'])}: {msg}\n{inert(p['diff'])}")
 
     def _decide(run: str, patch: str, status: str, reason: str) -> None:
         led = Ledger(run_dir_arg(run))
@@ -129,14 +132,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def runs(root: str = typer.Option(str(RUNS_ROOT)), as_json: bool = typer.Option(False, "--json")) -> None:
         """List runs under ROOT."""
-        out = []
-        for d in sorted(Path(root).glob(f"*/{LEDGER}")):
-            led = Ledger(d.parent)
-            cfg = led.meta("config") or {}
-            out.append({"run": str(d.parent), "model": cfg.get("target", {}).get("model"),
-                        "hw": cfg.get("target", {}).get("hw"), "status": led.meta("status"),
-                        "trials": len(led.trials())})
-            led.close()
+        if not Path(root).is_dir():
+            raise BadInput(f"--root {root!r} is not a directory")
+        out = [run_row(d.parent) for d in sorted(Path(root).glob(f"*/{LEDGER}"))]
         typer.echo(json.dumps(out) if as_json else "\n".join(
             f"{r['run']}  {r['model']} / {r['hw']}  {r['status']}  {r['trials']} trials" for r in out) or "no runs")
 

@@ -20,6 +20,7 @@ from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_ove
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from agent.replay import replay
+from tools.inert import inert
 
 # ---- show / diff ---------------------------------------------------------------------------
 def _change(s: pbm.Step) -> str:
@@ -117,7 +118,7 @@ def register(app: typer.Typer) -> None:
             return
         emit(out, False)
         for o in out["steps"]:
-            typer.echo(f"  {o['step']}  {o['outcome']:<9} {o['reason']}")
+            typer.echo(inert(f"  {o['step']}  {o['outcome']:<9} {o['reason']}"))
         typer.echo(f"{out['launched']} trials launched; new playbook: {out['playbook']}")
 
     @group.command("show")
@@ -131,14 +132,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps({"name": pb.name, "version": pb.version, "source": pb.source.model_dump(),
                                    "steps": rows}))
             return
-        typer.echo(f"{pb.name} (v{pb.version}, objective {pb.objective}; recorded on {pb.source.model}/"
+        say = lambda text: typer.echo(inert(text))  # noqa: E731  a playbook is data from elsewhere: shown inert
+        say(f"{pb.name} (v{pb.version}, objective {pb.objective}; recorded on {pb.source.model}/"
                    f"{pb.source.hw} in {pb.source.trials} trials)")
         for r in rows:
-            typer.echo(f"{r['id']} [{r['phase']}/{r['kind']}] {r['description']}\n    change: {r['change']}\n"
+            say(f"{r['id']} [{r['phase']}/{r['kind']}] {r['description']}\n    change: {r['change']}\n"
                        f"    when: {r['when']}\n    evidence: {r['evidence']}")
             if "adapted" in r:
                 ad = r["adapted"]
-                typer.echo(f"    here: {'SKIP: ' + ad['skip'] if ad['skip'] else 'applies'}"
+                say(f"    here: {'SKIP: ' + ad['skip'] if ad['skip'] else 'applies'}"
                            + (f" ({'; '.join(ad['notes'])})" if ad["notes"] else ""))
 
     @group.command("validate")
@@ -158,7 +160,7 @@ def register(app: typer.Typer) -> None:
         mark = {"same": " ", "removed": "-", "added": "+"}
         for r in rows:
             ids = "/".join(x for x in (r.get("a"), r.get("b")) if x)
-            typer.echo(f"{mark[r['op']]} {ids:<8} {r['change']}")
+            typer.echo(inert(f"{mark[r['op']]} {ids:<8} {r['change']}"))
 
     @group.command("schema")
     def schema(out: Optional[str] = typer.Option(None, help="write to this file instead of stdout")) -> None:

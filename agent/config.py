@@ -5,11 +5,14 @@ reads its config back from the ledger instead of trusting new command-line flags
 """
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.errors import BadInput, unknown
+from tools.bounds import SEED_MAX, TTFT_MAX_S, build, validation_message  # noqa: F401  re-exported
 from tools.bench.workload import Workload
 
 BACKENDS = ("sim", "local", "docker")
@@ -21,6 +24,18 @@ THROUGHPUT = Workload(input_len=20000, output_len=1000, prefix_hit=0.6)
 SINGLE_STREAM = Workload(input_len=10000, output_len=1500, prefix_hit=0.0)
 
 
+class Strict(BaseModel):
+    """Every settings model: unknown keys refused (a typo in --config is not silently ignored),
+    NaN and infinity refused (`duration_s: .inf` would run forever), and each number has an upper
+    bound as well as a lower one, so an absurd value is named at the boundary, not found later
+    as a run where every trial failed."""
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+DAY, YEAR = 86400.0, 366 * 86400.0
+TRIALS_MAX = 100_000
+
+
 class Target(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str
@@ -29,40 +44,40 @@ class Target(BaseModel):
     python: str | None = None  # the interpreter that has the framework installed (local backend)
 
 
-class Slo(BaseModel):
-    ttft_p95_s: float = Field(5.0, gt=0)  # the knee is the highest rate that meets this
+class Slo(Strict):
+    ttft_p95_s: float = Field(5.0, gt=0, le=TTFT_MAX_S)  # the knee is the highest rate that meets this
 
 
-class Budget(BaseModel):
-    trials: int | None = Field(40, ge=1)  # new candidates launched (repeats do not count)
-    time_s: float | None = Field(None, gt=0)  # ground time (simulated seconds on the sim)
+class Budget(Strict):
+    trials: int | None = Field(40, ge=1, le=TRIALS_MAX)  # new candidates launched (repeats do not count)
+    time_s: float | None = Field(None, gt=0, le=YEAR)  # ground time (simulated seconds on the sim)
 
 
-class Gate(BaseModel):
+class Gate(Strict):
     """The keep/revert rule's knobs (agent/decide.py reads them)."""
-    noise_floor: float = Field(0.02, ge=0)  # relative noise assumed before repeats measure it
-    clear_mult: float = Field(3.0, ge=1)  # a single-shot gain this many noise bands wide needs no repeat
-    max_repeats: int = Field(3, ge=1)  # measurements per side before a within-noise gap is called
-    margin_points: float = Field(2.0, ge=0)  # eval non-inferiority margin, in accuracy points
-    margin_se: float = Field(1.0, ge=0)  # ... or this many standard errors of the paired gap, if larger
-    tolerance: float = Field(0.25, ge=0)  # how much a guarded secondary metric may fall (relative)
+    noise_floor: float = Field(0.02, ge=0, le=1)  # relative noise assumed before repeats measure it
+    clear_mult: float = Field(3.0, ge=1, le=1000)  # a single-shot gain this many noise bands wide needs no repeat
+    max_repeats: int = Field(3, ge=1, le=100)  # measurements per side before a within-noise gap is called
+    margin_points: float = Field(2.0, ge=0, le=100)  # eval non-inferiority margin, in accuracy points
+    margin_se: float = Field(1.0, ge=0, le=100)  # ... or this many standard errors of the paired gap, if larger
+    tolerance: float = Field(0.25, ge=0, le=1)  # how much a guarded secondary metric may fall (relative)
 
 
-class Measure(BaseModel):
+class Measure(Strict):
     """How one candidate is measured (the bench and eval sizes)."""
     workload: Workload = THROUGHPUT
     single_stream: Workload = SINGLE_STREAM
     # Requests per rate: rate x duration_s, at least requests_per_point. A knee needs steady state:
     # a short burst drains before its queue builds, so TTFT looks fine far past what the server sustains.
-    duration_s: float = Field(120.0, gt=0)
-    requests_per_point: int = Field(48, ge=4)
-    start_rps: float = Field(0.25, gt=0)
-    growth: float = Field(2.0, gt=1)  # rate multiplier while the SLO holds
-    max_points: int = Field(12, ge=2)
-    bisect_steps: int = Field(4, ge=0)
-    warmup: int = Field(4, ge=0)  # requests before measuring: a server's first run compiles shapes, fills caches
-    single_stream_requests: int = Field(3, ge=1)
-    eval_items: int = Field(200, ge=10)  # per task; a paired test needs both sides on the same items
+    duration_s: float = Field(120.0, gt=0, le=DAY)
+    requests_per_point: int = Field(48, ge=4, le=100_000)
+    start_rps: float = Field(0.25, gt=0, le=1e6)
+    growth: float = Field(2.0, gt=1, le=100)  # rate multiplier while the SLO holds
+    max_points: int = Field(12, ge=2, le=1000)
+    bisect_steps: int = Field(4, ge=0, le=100)
+    warmup: int = Field(4, ge=0, le=10_000)  # requests before measuring: a server's first run compiles shapes, fills caches
+    single_stream_requests: int = Field(3, ge=1, le=10_000)
+    eval_items: int = Field(200, ge=10, le=100_000)  # per task; a paired test needs both sides on the same items
     eval_tasks: list[str] | None = None  # a subset of the default suite's tasks (None: all of them)
     # Who scores the gate's tasks: the project's own evals, or lm-evaluation-harness (tools/evals/lm_eval.py;
     # eval_tasks are then lm-eval task names, gsm8k from local files), against the server over HTTP.
@@ -70,7 +85,7 @@ class Measure(BaseModel):
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     target: Target
     backend: str = "sim"
     framework: str | None = None  # serve with this framework only (the ground that serves it, e.g. transformers)
@@ -83,7 +98,7 @@ class RunConfig(BaseModel):
     # Flags every candidate starts from (a deployment's constraints, e.g. --max-model-len); frameworks
     # that do not know a flag start without it.
     base_flags: dict = {}
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=SEED_MAX)
     planner: str = "builtin"
     llm_model: str | None = None  # the model OPENAI_BASE_URL serves (--planner llm|hybrid); never a key
     notes: list[str] = []  # what check() chose for the user (e.g. a default workload shrunk to fit), and why
@@ -120,7 +135,12 @@ class RunConfig(BaseModel):
             raise BadInput("a run needs a budget: --budget TRIALS or --time-budget SECONDS")
         if self.target.model_path is not None and not Path(self.target.model_path).is_dir():
             raise BadInput(f"--model-path {self.target.model_path!r} is not a directory")
+        py = self.target.python
+        if py is not None and not (Path(py).is_file() and os.access(py, os.X_OK)):
+            raise BadInput(f"--python {py!r} is not an executable file (give the interpreter that has the framework)")
         card, hw = resolve_target(self.target)
+        from agent.base_flags import check_base_flags
+        check_base_flags(self.base_flags, hw)
         from agent.workload_fit import fit
         self.notes = [*self.notes, *(n for n in fit(self.measure, self.gate, card, hw, self.base_flags, self.target.model)
                                      if n not in self.notes)]
@@ -152,8 +172,9 @@ def parse_budget(value: str | int | None) -> int | None:
         n = int(value)
     except (TypeError, ValueError):
         raise BadInput(f"--budget must be a whole number of trials >= 1, got {value!r}") from None
-    if n < 1:
-        raise BadInput(f"--budget must be >= 1 trial, got {n}")
+    hi = TRIALS_MAX
+    if not 1 <= n <= hi:
+        raise BadInput(f"--budget must be >= 1 trial and <= {hi}, got {n}")
     return n
 
 
@@ -176,6 +197,7 @@ def parse_time_budget(value: str | None) -> float | None:
         secs = float(num) * (mult or 1)
     except ValueError:
         raise BadInput(f"--time-budget must look like 3600, 90m or 2h, got {value!r}") from None
-    if secs <= 0:
-        raise BadInput(f"--time-budget must be > 0, got {value!r}")
+    if not (math.isfinite(secs) and 0 < secs <= YEAR):  # nan compares false with everything: test it
+        raise BadInput(f"--time-budget must be > 0 and at most a year ({YEAR:.0f} s), got {value!r}")
     return secs
+

@@ -1,6 +1,6 @@
 """LangGraph wiring only: nodes, edges, and SqliteSaver checkpoints in the run directory.
 
-    setup -> baseline -> trial -> decide -> propose -> [review (interrupt) -> apply] -> trial ...
+    setup -> baseline -> [review] -> trial -> decide -> propose -> [review (interrupt) -> apply] -> trial ...
                                               \\-> record (budget or phases exhausted) -> END
 """
 from __future__ import annotations
@@ -45,7 +45,8 @@ def build(rt: nodes.Runtime):
     g.add_node("record", partial(report.record_node, rt))
     g.add_edge(START, "setup")
     g.add_edge("setup", "baseline")
-    g.add_edge("baseline", "trial")
+    # a baseline whose env/flags need review waits like a patch does (agent/review_gate.py)
+    g.add_conditional_edges("baseline", _route, {"trial": "trial", "review": "review", "propose": "propose"})
     g.add_edge("trial", "decide")
     g.add_conditional_edges("decide", _route, {"trial": "trial", "propose": "propose"})
     g.add_conditional_edges("propose", _route, {"trial": "trial", "review": "review", "apply": "apply",
@@ -54,5 +55,25 @@ def build(rt: nodes.Runtime):
                                                "trial": "trial"})
     g.add_conditional_edges("apply", _route, {"trial": "trial", "propose": "propose"})
     g.add_edge("record", END)
-    conn = sqlite3.connect(Path(rt.run_dir) / CHECKPOINTS, check_same_thread=False)
+    path = Path(rt.run_dir) / CHECKPOINTS
+    if path.exists() and not _readable(path):
+        # The ledger is the run's source of truth; checkpoints only say where in the graph it was.
+        # Keep the damaged file for a post-mortem and let the nodes rebuild the position from the ledger.
+        for f in (path, path.with_name(CHECKPOINTS + "-wal"), path.with_name(CHECKPOINTS + "-shm")):
+            if f.exists():
+                f.rename(f.with_name(f.name + ".unreadable"))
+        rt.ledger.event("checkpoint", f"{CHECKPOINTS} was unreadable; moved aside, continuing from the ledger")
+        rt.progress(f"{CHECKPOINTS} was unreadable (moved aside); continuing from the ledger")
+    conn = sqlite3.connect(path, check_same_thread=False)
     return g.compile(checkpointer=SqliteSaver(conn))
+
+
+def _readable(path: Path) -> bool:
+    try:
+        conn = sqlite3.connect(path)
+        try:
+            return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False

@@ -12,6 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from agent.errors import BadInput
+
 LEDGER = "ledger.sqlite"
 
 SCHEMA = """
@@ -41,8 +43,43 @@ def _row(cur: sqlite3.Cursor, row: tuple) -> dict:
     d = {c[0]: v for c, v in zip(cur.description, row)}
     for k in _JSON:
         if k in d and isinstance(d[k], str):
-            d[k] = json.loads(d[k])
+            try:
+                d[k] = json.loads(d[k])
+            except ValueError:
+                raise LedgerCorrupt(f"a ledger row holds unreadable JSON in {k!r}") from None
     return d
+
+
+class LedgerCorrupt(BadInput):
+    """The ledger file cannot be read (truncated, overwritten): said in one line, exit 2."""
+
+
+class _DB:
+    """sqlite3 connection whose errors on a damaged file read as LedgerCorrupt, naming the file
+    and what is left, instead of a traceback from deep inside resume/report/approvals."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None)  # autocommit: every write lands
+
+    def _wrap(self, fn, *a):
+        try:
+            return fn(*a)
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise
+            raise LedgerCorrupt(f"the ledger {str(self.path)!r} is unreadable ({e}); the run cannot be resumed "
+                                "or reported from it. What remains: its report.md / result.json if they "
+                                "were written, and the server logs in the run dir") from None
+
+    def execute(self, *a):
+        return self._wrap(self.conn.execute, *a)
+
+    def executescript(self, *a):
+        return self._wrap(self.conn.executescript, *a)
+
+    def close(self):
+        self.conn.close()
 
 
 class Ledger:
@@ -50,16 +87,37 @@ class Ledger:
         self.path = Path(run_dir) / LEDGER
         if not create and not self.path.is_file():
             raise FileNotFoundError(self.path)
-        self.db = sqlite3.connect(self.path, isolation_level=None)  # autocommit: every write lands
+        self.db = _DB(self.path)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        # The ground's own state (sim clock and launch counter, a real host's elapsed time), saved in
+        # the same transaction as each finished unit of work, so a resumed run continues the
+        # clock where the work it keeps left it (issue 13 item 6). Set by the runtime.
+        self.ground = None
+
+    def _with_ground(self, write) -> object:
+        if self.ground is None:
+            return write()
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            out = write()
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("ground", json.dumps(self.ground())))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return out
+
+    def save_ground(self) -> None:
+        """After work that is never redone on resume (a MoE tuning run), keep the clock it spent."""
+        self._with_ground(lambda: None)
 
     def close(self) -> None:
         self.db.close()
 
     def _q(self, sql: str, args: tuple = ()) -> list[dict]:
         cur = self.db.execute(sql, args)
-        return [_row(cur, r) for r in cur.fetchall()]
+        return [_row(cur, r) for r in self.db._wrap(cur.fetchall)]
 
     # ---- meta ----
     def set_meta(self, key: str, value) -> None:
@@ -67,7 +125,10 @@ class Ledger:
 
     def meta(self, key: str, default=None):
         r = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return json.loads(r[0]) if r else default
+        try:
+            return json.loads(r[0]) if r else default
+        except ValueError:
+            raise LedgerCorrupt(f"the ledger's {key!r} entry is unreadable JSON") from None
 
     def event(self, kind: str, message: str) -> None:
         self.db.execute("INSERT INTO events (ts, kind, message) VALUES (?,?,?)", (time.time(), kind, message))
@@ -114,8 +175,9 @@ class Ledger:
                      ground_s: float | None = None) -> None:
         t = self.trial(tid)
         now = time.time()
-        self.update_trial(tid, status="done", verdict=verdict, reason=reason, numbers=numbers or {},
-                          ended=now, wall_s=now - (t["started"] or now), ground_s=ground_s)
+        self._with_ground(lambda: self.update_trial(
+            tid, status="done", verdict=verdict, reason=reason, numbers=numbers or {},
+            ended=now, wall_s=now - (t["started"] or now), ground_s=ground_s))
 
     def launched_count(self) -> int:
         """Trials that count against the budget: every candidate that reached the sandbox."""
@@ -123,12 +185,14 @@ class Ledger:
 
     # ---- measurements ----
     def add_measurement(self, tid: int, role: str, data: dict, *, wall_s: float, ground_s: float) -> int:
-        seq = self.db.execute("SELECT COUNT(*) FROM measurements WHERE trial_id=? AND role=?",
-                              (tid, role)).fetchone()[0]
-        cur = self.db.execute(
-            "INSERT INTO measurements (trial_id, role, seq, data, wall_s, ground_s, created)"
-            " VALUES (?,?,?,?,?,?,?)", (tid, role, seq, json.dumps(data), wall_s, ground_s, time.time()))
-        return int(cur.lastrowid)
+        def write() -> int:
+            seq = self.db.execute("SELECT COUNT(*) FROM measurements WHERE trial_id=? AND role=?",
+                                  (tid, role)).fetchone()[0]
+            cur = self.db.execute(
+                "INSERT INTO measurements (trial_id, role, seq, data, wall_s, ground_s, created)"
+                " VALUES (?,?,?,?,?,?,?)", (tid, role, seq, json.dumps(data), wall_s, ground_s, time.time()))
+            return int(cur.lastrowid)
+        return self._with_ground(write)
 
     def measurements(self, tid: int, role: str | None = None) -> list[dict]:
         if role is None:
@@ -140,12 +204,18 @@ class Ledger:
 
     # ---- patches ----
     def add_patch(self, *, pid: str, key: str, fix: str, framework: str, diff: str, files: list[str],
-                  diagnosis: dict, log_excerpt: str) -> str:
+                  diagnosis: dict, log_excerpt: str, trial_id: int | None = None) -> str:
         self.db.execute(
             "INSERT OR IGNORE INTO patches (id, key, fix, framework, diff, files, diagnosis, log_excerpt,"
-            " created) VALUES (?,?,?,?,?,?,?,?,?)",
-            (pid, key, fix, framework, diff, json.dumps(files), json.dumps(diagnosis), log_excerpt, time.time()))
+            " trial_id, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (pid, key, fix, framework, diff, json.dumps(files), json.dumps(diagnosis), log_excerpt, trial_id,
+             time.time()))
         return pid
+
+    def trial_reviews(self, tid: int) -> list[dict]:
+        """Everything a trial waits on a reviewer for: its patch and any linked review records."""
+        return self._q("SELECT p.* FROM patches p WHERE p.trial_id=? OR p.id=(SELECT patch_id FROM trials"
+                       " WHERE id=?) ORDER BY p.created", (tid, tid))
 
     def patch(self, pid: str) -> dict:
         rows = self._q("SELECT * FROM patches WHERE id=?", (pid,))

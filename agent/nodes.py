@@ -6,8 +6,6 @@ trial is never run again; a measurement already recorded is reused) and only doe
 """
 from __future__ import annotations
 
-import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +13,13 @@ from typing import Callable
 
 from langgraph.types import interrupt
 
+from agent import review_gate
 from agent.config import RunConfig
 from agent.decide import EVALUATE, KEEP, REPEAT, decide, objective_value
 from agent.ledger import Ledger
 from agent.measure import bench
 from agent.planners.base import PlanContext, Proposal
-from tools import frameworks, moe
+from tools import frameworks, moe, procs
 from tools import patch as patchtool
 from tools.candidate import Candidate
 from tools.bench.refusal import RequestsRefused
@@ -46,23 +45,9 @@ class Runtime:
 
 # ---- helpers -------------------------------------------------------------------------------
 def reap_stale_servers(run_dir: Path) -> list[int]:
-    """Kill server process groups a killed agent left behind. Sandboxes that start processes
-    write `<anything>.pgid` files under the run dir and delete them on a clean stop."""
-    killed = []
-    for f in Path(run_dir).rglob("*.pgid"):
-        try:
-            pgid = int(f.read_text().strip())
-            os.killpg(pgid, 0)
-        except (ValueError, ProcessLookupError, PermissionError, OSError):
-            f.unlink(missing_ok=True)
-            continue
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-            killed.append(pgid)
-        except ProcessLookupError:
-            pass
-        f.unlink(missing_ok=True)
-    return killed
+    """Kill server process groups a killed agent left behind: only those the tool recorded
+    itself (tools/procs.py), and only when the group is provably still the one it started."""
+    return procs.reap(run_dir)
 
 
 def adapter(rt: Runtime, framework: str):
@@ -71,11 +56,20 @@ def adapter(rt: Runtime, framework: str):
     return frameworks.get(framework, version(framework) if version else None)
 
 
+def ledger_incumbent(led: Ledger) -> int | None:
+    """The incumbent as the ledger's verdicts define it (decide_node: a kept trial becomes it), for a
+    run whose checkpoints were lost; the 'incumbent' meta may lag its trial's verdict by one write."""
+    kept = [t for t in led.trials() if t["verdict"] == "kept"]
+    return max(kept, key=lambda t: (t["ended"] or 0, t["id"]))["id"] if kept else None
+
+
 def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
     led = rt.ledger
     rejected: dict[str, str] = {}
     approved: dict[str, str] = {}
     for p in led.patches():
+        if review_gate.is_review(p):  # env/flag reviews are not fixes a planner can reuse
+            continue
         if p["status"] in ("rejected", "skipped"):
             rejected[p["key"]] = p["reason"] or ""
             if p["status"] == "rejected":  # a human said no to this fix: never again this run
@@ -90,7 +84,9 @@ def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
 
 
 def _sync_tree(rt: Runtime, c: Candidate) -> None:
-    """Make the framework's source tree carry exactly the candidate's patches."""
+    """Make the framework's source tree carry exactly the candidate's patches. Every launch comes
+    through here first, so this is also where unreviewed code-loading settings are stopped."""
+    review_gate.require(rt.ledger, rt.config, c)
     wanted = []
     for pid in c.patches:
         p = rt.ledger.patch(pid)
@@ -112,6 +108,7 @@ def _measure(rt: Runtime, tid: int, c: Candidate, role: str, *, evals: bool) -> 
     t0, g0 = time.time(), rt.sandbox.elapsed_s()
     rt.progress(f"  launching {c.framework} ({role}) ...")
     with rt.sandbox.launch(c, rt.run_dir) as server:
+        _note_log(rt, tid, getattr(server, "log_path", None))
         diags = [d.model_dump() for d in adapter(rt, c.framework).diagnose(server.log_text())]
         seq = len(rt.ledger.measurements(tid, role))
         data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
@@ -137,17 +134,23 @@ def setup(rt: Runtime, state: dict) -> dict:
     if killed:
         rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
     rt.ledger.set_meta("status", "running")
-    return {"incumbent": state.get("incumbent"), "route": "baseline"}
+    # A run whose checkpoints were lost starts the graph again here: the ledger has its incumbent.
+    return {"incumbent": state.get("incumbent") or ledger_incumbent(rt.ledger), "route": "baseline"}
 
 
 def baseline(rt: Runtime, state: dict) -> dict:
-    open_ = [t for t in rt.ledger.trials() if t["phase"] == "framework"]
+    trials = rt.ledger.trials()
+    if any(t["status"] == "done" for t in trials):  # checkpoints lost after the baseline: plan on from the ledger
+        return {"incumbent": ledger_incumbent(rt.ledger), "trial": None, "route": "propose"}
+    open_ = [t for t in trials if t["phase"] == "framework"]
     if open_:  # re-run after a crash: the baseline trial is already recorded
-        return {"trial": open_[0]["id"], "need": "first", "route": "trial"}
+        review_gate.gate(rt.ledger, rt.config, open_[0]["id"])
+        return _route_for(rt, open_[0])
     p = rt.planner.propose(plan_context(rt, None))
     tid = rt.ledger.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
                               candidate=p.candidate, incumbent_id=None, proposal=p.model_dump(mode="json"))
-    return {"trial": tid, "need": "first", "route": "trial"}
+    review_gate.gate(rt.ledger, rt.config, tid)
+    return _route_for(rt, rt.ledger.trial(tid))
 
 
 def propose(rt: Runtime, state: dict) -> dict:
@@ -185,6 +188,7 @@ def propose(rt: Runtime, state: dict) -> dict:
         (rt.run_dir / "patches" / f"{pid}.diff").write_text(p.patch.diff)
     tid = led.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
                         candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
+    review_gate.gate(led, cfg, tid)
     rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
     return _route_for(rt, led.trial(tid))
 
@@ -207,30 +211,36 @@ def _workload_refused(trials: list[dict], inc: int | None) -> str | None:
 def _route_for(rt: Runtime, t: dict) -> dict:
     """Where a recorded, unfinished trial goes next. Approval comes only from the ledger (a
     human at the CLI) or the run's --approve policy; never from anything a log or model said."""
-    if t["kind"] != "patch" or t["status"] == "running":
+    reviews = rt.ledger.trial_reviews(t["id"])  # its patch and its env/flag reviews (review_gate)
+    if not reviews or t["status"] in ("running", "done"):
         return {"trial": t["id"], "need": "first", "route": "trial"}
-    p = rt.ledger.patch(t["patch_id"])
-    if p["status"] == "pending" and rt.config.approve == "auto":
-        rt.ledger.decide_patch(p["id"], "approved", by="policy:--approve auto")
-    elif p["status"] == "pending" and rt.config.approve == "never":
-        rt.ledger.decide_patch(p["id"], "skipped", by="policy:--approve never",
-                               reason="--approve never: patches are not applied")
-    p = rt.ledger.patch(t["patch_id"])
-    if p["status"] == "approved":
+    for p in reviews:
+        if p["status"] == "pending" and rt.config.approve == "auto":
+            rt.ledger.decide_patch(p["id"], "approved", by="policy:--approve auto")
+        elif p["status"] == "pending" and rt.config.approve == "never":
+            rt.ledger.decide_patch(p["id"], "skipped", by="policy:--approve never",
+                                   reason="--approve never: patches and code-loading settings are not applied")
+    reviews = rt.ledger.trial_reviews(t["id"])
+    for p in reviews:
+        if p["status"] in ("rejected", "skipped"):
+            rt.ledger.finish_trial(t["id"], verdict=p["status"], reason=f"review {p['id']} {p['status']} by "
+                                   f"{p['decided_by']}: {p['reason'] or 'no reason given'}")
+            rt.progress(f"  review {p['id']} {p['status']} ({p['reason']})")
+            return {"trial": None, "route": "propose"}
+    pending = [p for p in reviews if p["status"] == "pending"]
+    if pending:
+        return {"trial": t["id"], "route": "review"}
+    if t["kind"] == "patch":
         return {"trial": t["id"], "route": "apply"}
-    if p["status"] in ("rejected", "skipped"):
-        rt.ledger.finish_trial(t["id"], verdict=p["status"], reason=f"patch {p['id']} {p['status']} by "
-                               f"{p['decided_by']}: {p['reason'] or 'no reason given'}")
-        rt.progress(f"  patch {p['id']} {p['status']} ({p['reason']})")
-        return {"trial": None, "route": "propose"}
-    return {"trial": t["id"], "route": "review"}
+    return {"trial": t["id"], "need": "first", "route": "trial"}
 
 
 def review(rt: Runtime, state: dict) -> dict:
     """The only place the run waits for a human. The answer is recorded by the caller (the CLI)
     in the ledger before resuming; here we only pause and then read it back."""
     t = rt.ledger.trial(state["trial"])
-    interrupt({"trial": t["id"], "patch_id": t["patch_id"]})
+    pending = [p["id"] for p in rt.ledger.trial_reviews(t["id"]) if p["status"] == "pending"]
+    interrupt({"trial": t["id"], "patch_id": pending[0] if pending else t["patch_id"]})
     return _route_for(rt, rt.ledger.trial(state["trial"]))
 
 
@@ -266,6 +276,7 @@ def trial(rt: Runtime, state: dict) -> dict:
             configs = moe.tune(rt.sandbox, c, rt.run_dir, f"trial-{tid}")
             c = moe.install(c, configs, fw)
             led.update_trial(tid, candidate=c.model_dump(mode="json"))
+            led.save_ground()  # the tuner's time is spent for good: a resume does not tune again
             led.event("moe", f"tuned {shape} -> {[p.name for p in configs]}")
         fw.validate(c)
         need = state.get("need") or "first"
@@ -314,6 +325,7 @@ def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
     t0, g0 = time.time(), rt.sandbox.elapsed_s()
     rt.progress(f"  launching {c.framework} {c.weights} TP{c.parallel.tp}xDP{c.parallel.dp} ...")
     with rt.sandbox.launch(c, rt.run_dir) as server:
+        _note_log(rt, tid, getattr(server, "log_path", None))
         diags = [d.model_dump() for d in adapter(rt, c.framework).diagnose(server.log_text())]
         rt.ledger.update_trial(tid, outcome="launched", diagnoses=diags)
         data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)
@@ -326,7 +338,14 @@ def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
     return data
 
 
+def _note_log(rt: Runtime, tid: int, path) -> None:
+    """Which log file a trial's server wrote (the LLM's read_log tool reads it back)."""
+    if path is not None:
+        rt.ledger.event("log", f"trial {tid}: {path}")
+
+
 def _failed(rt: Runtime, tid: int, c: Candidate, e: LaunchFailure) -> dict:
+    _note_log(rt, tid, getattr(e, "log_path", None))
     diags = [e.diagnosis.model_dump()] if e.diagnosis else []
     seen = {(d["kind"], repr(d["details"])) for d in diags}
     for d in adapter(rt, c.framework).diagnose(e.excerpt or ""):

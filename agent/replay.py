@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent import playbook as pbm
 from agent import run as runlib
+from agent import run_lock
 from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
@@ -38,6 +39,7 @@ def precheck(pb: pbm.Playbook, cfg: RunConfig, sandbox) -> None:
                 raise pbm.PlaybookError(f"steps[{i}].patches.diff: {e}") from None
 
 
+@run_lock.locked(2)
 def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *, sandbox_factory=None,
            suite_factory=None, ask=None, progress=None, fallback=None) -> dict:
     """Replay a playbook as a run of the loop; resumes when run_dir already holds this replay."""
@@ -62,7 +64,8 @@ def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *
         card, hw = resolve_target(cfg.target)
         sandbox = (sandbox_factory or runlib.default_sandbox)(cfg, card, hw)
         precheck(pb, cfg, sandbox)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        from agent.safe_input import prepare_run_dir
+        prepare_run_dir(run_dir)
         rt = runlib.open_runtime(run_dir, cfg, sandbox_factory=lambda *a: sandbox, planner=planner, **kw)
         planner.note = ledger_note(rt.ledger)
         runlib.record_start(rt)

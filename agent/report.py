@@ -14,6 +14,7 @@ from agent.decide import OBJECTIVE_LABEL, objective_value
 from agent.ledger import Ledger
 from tools import frameworks
 from tools.candidate import Candidate
+from tools.inert import inert, inert_line
 
 def _ms(led: Ledger, tid: int) -> list[dict]:
     return [m["data"] for m in led.measurements(tid, "candidate")]
@@ -76,12 +77,22 @@ def launch_sh(best: dict, model: str, hw) -> str:
     c = Candidate.model_validate({k: best[k] for k in ("framework", "weights", "parallel", "flags", "env",
                                                         "patches", "moe_configs")})
     argv = frameworks.get(c.framework).argv(c, model=model, port=8000, host="0.0.0.0")
-    lines = ["#!/bin/sh", f"# best configuration found by inferloop ({c.framework}, {c.weights} weights)",
+    # Comments carry model/planner text: inert_line, so a newline cannot end the comment and start a
+    # command. A value that holds control or invisible characters is not written as shell at all
+    # (quoted, it would still act on the terminal of whoever reads the file).
+    lines = ["#!/bin/sh", f"# best configuration found by inferloop ({c.framework}, {inert_line(c.weights)} weights)",
              "set -e"]
-    lines += [f"# apply patches/{p}.diff to the {c.framework} source tree first" for p in c.patches]
-    lines += [f"# tuned MoE config: {p} (mount it at the same path)" for p in c.moe_configs]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(c.env.items())]
-    lines.append("exec " + " ".join(shlex.quote(a) for a in argv))
+    lines += [f"# apply patches/{inert_line(p)}.diff to the {c.framework} source tree first" for p in c.patches]
+    lines += [f"# tuned MoE config: {inert_line(p)} (mount it at the same path)" for p in c.moe_configs]
+    for k, v in sorted(c.env.items()):
+        lines.append(f"export {k}={shlex.quote(v)}" if inert_line(v) == v else
+                     f"# NOT WRITTEN: {k} holds control or invisible characters: {inert_line(v)}")
+    bad = [a for a in argv if inert_line(a) != a]
+    if bad:
+        lines.append(f"# NOT WRITTEN: the command line holds control or invisible characters: {inert_line(bad[0])}")
+        lines.append("exit 1")
+    else:
+        lines.append("exec " + " ".join(shlex.quote(a) for a in argv))
     return "\n".join(lines) + "\n"
 
 
@@ -151,7 +162,8 @@ def write(run_dir: Path, hw=None) -> dict:
             model = cfg.get("target", {}).get("model_path") or res["model"]
             (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
         imgs = _plots(led, res, run_dir, roof) if res["best"] else []
-        md = markdown(res, hw, imgs) + pbm.carried_markdown(led) + pb_note  # a replay: step by step what carried over
+        # a replay: step by step what carried over; all of it quotes ledger text, so inert
+        md = inert(markdown(res, hw, imgs) + pbm.carried_markdown(led) + pb_note)
         (run_dir / "report.md").write_text(md)
         (run_dir / "report.html").write_text(html(md, run_dir, imgs))
         return res
@@ -190,16 +202,21 @@ def markdown(res: dict, hw, imgs: list[str]) -> str:
     L += [f"![{i}]({i})" for i in imgs] + ["", "## Trials", "", "| # | phase | what | verdict | reason |",
                                             "|---|---|---|---|---|"]
     for r in res["trials"]:
-        L.append(f"| {r['id']} | {r['phase']} | {r['description']} | {r['verdict']} | "
-                 f"{(r['reason'] or '').replace('|', '/')} |")
+        L.append(f"| {r['id']} | {r['phase']} | {_cell(r['description'])} | {r['verdict']} | "
+                 f"{_cell(r['reason'])} |")
     if res.get("llm"):
         u = res["llm"]
         cost = f"${u['cost_usd']:.4f}" if u["cost_usd"] is not None else "cost unknown (set INFERLOOP_LLM_PRICE)"
         L += ["", f"LLM planner: {u['decisions']} decisions, {u['prompt_tokens']:,} prompt + "
                   f"{u['completion_tokens']:,} completion tokens, {cost}, {u['fallbacks']} fell back to the built-in planner."]
-    L += ["", "## Patches", ""] + [f"- {p['id']} ({p['fix']}): {p['status']} by {p['decided_by']}"
-                                   + (f" — {p['reason']}" if p["reason"] else "") for p in res["patches"]]
-    return "\n".join(L) + "\n"
+    L += ["", "## Patches", ""] + [f"- {_cell(p['id'])} ({_cell(p['fix'])}): {p['status']} by {_cell(p['decided_by'])}"
+                                   + (f" — {_cell(p['reason'])}" if p["reason"] else "") for p in res["patches"]]
+    return inert("\n".join(L) + "\n")  # everything else quoted here (flags, env) is data too
+
+
+def _cell(text) -> str:
+    """One table cell / list item: one line, inert, no column breaks."""
+    return inert_line(text or "").replace("|", "/")
 
 
 def html(md: str, run_dir: Path, imgs: list[str]) -> str:

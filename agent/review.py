@@ -8,17 +8,19 @@ import sys
 
 import typer
 
+from tools.inert import inert, inert_line
+
 
 def ask_on_terminal(policy: str, p: dict) -> dict | None:
     """The human's answer, or None when nobody can answer now (no terminal, or not `ask`)."""
     if policy != "ask" or not sys.stdin.isatty():
         return None
-    e = lambda s="": typer.echo(s, err=True)  # noqa: E731
-    e(f"\n=== patch {p['id']} for {p['framework']} ({p['fix']}) ===")
+    e = lambda s="": typer.echo(inert(s), err=True)  # noqa: E731  all of it is data (diff, log, model text)
+    e(f"\n=== patch {p['id']} for {p['framework']} ({inert_line(p['fix'])}) ===")
     d = p["diagnosis"] or {}
-    e(f"diagnosis: {d.get('kind')}: {d.get('message')}")
+    e(f"diagnosis: {inert_line(d.get('kind'))}: {inert_line(d.get('message'))}")
     for ln in d.get("evidence", [])[:5]:
-        e(f"  log> {ln}")
+        e(f"  log> {inert_line(ln)}")
     if p["log_excerpt"]:
         e("--- log excerpt (data from the server, not instructions) ---")
         e("\n".join(p["log_excerpt"].splitlines()[-15:]))

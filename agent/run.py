@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Callable
 
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from agent import graph as graphmod
-from agent import nodes, report
+from agent import nodes, report, run_lock
 from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
@@ -48,6 +49,7 @@ def default_suite(cfg: RunConfig, card, hw, sandbox):
 
 def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFactory | None = None,
                  suite_factory=None, planner=None, progress=None) -> nodes.Runtime:
+    run_lock.acquire(run_dir)  # one process per run: RunBusy names the holder (agent/run_lock.py)
     card, hw = resolve_target(cfg.target)
     # A registered ground may narrow the planner and bring its own quality gate; a test's own
     # sandbox factory is no registered ground and gets neither.
@@ -59,6 +61,9 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
     else:
         suite = (suite_factory or default_suite)(cfg, card, hw, sandbox)
     ledger = Ledger(run_dir, create=True)
+    if ledger.meta("ground") and hasattr(sandbox, "restore_ground"):  # a resumed run keeps its clock
+        sandbox.restore_ground(ledger.meta("ground"))
+    ledger.ground = getattr(sandbox, "ground_state", None)
     if planner is None and ledger.meta("replay"):  # a resumed replay keeps replaying its playbook (issue 5)
         from agent.planners.replay import planner_for_run
         planner = planner_for_run(run_dir)
@@ -75,18 +80,37 @@ def load_config(run_dir: Path) -> RunConfig:
         raise BadInput(f"{str(run_dir)!r} is not a run directory (no {LEDGER}); `agent runs` lists runs")
     led = Ledger(run_dir)
     try:
-        return RunConfig.model_validate(led.meta("config"))
+        data = led.meta("config")
+    finally:
+        led.close()
+    if data is None:  # killed between creating the ledger and recording the config: nothing ran
+        raise BadInput(f"{str(run_dir)!r} was stopped before its configuration was recorded (nothing ran); "
+                       "start it again with `agent optimize ... --run-dir` on the same directory")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        from agent.config import validation_message
+        raise BadInput(f"{str(run_dir)!r}: the recorded configuration is not valid here: "
+                       f"{validation_message(e)}") from None
+
+
+def _recorded(run_dir: Path) -> bool:
+    """Whether the run dir's ledger holds a configuration (a start killed before that ran nothing)."""
+    led = Ledger(run_dir)
+    try:
+        return led.meta("config") is not None
     finally:
         led.close()
 
 
-def new_run_dir(run_dir: Path) -> Path:
-    """Refuse a directory that already holds a run (that is `agent resume`), else create it."""
+def new_run_dir(run_dir: Path) -> tuple[Path, bool]:
+    """Refuse a directory that already holds a run (that is `agent resume`), else create it
+    (agent/safe_input.py: a file, /proc, an unwritable place exit 2); also whether it was created."""
+    from agent.safe_input import prepare_run_dir
     run_dir = Path(run_dir)
-    if (run_dir / LEDGER).exists():
+    if (run_dir / LEDGER).exists() and _recorded(run_dir):
         raise BadInput(f"{str(run_dir)!r} already holds a run; use `agent resume {run_dir}`")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    return run_dir, prepare_run_dir(run_dir)
 
 
 def record_start(rt: nodes.Runtime) -> None:
@@ -94,11 +118,19 @@ def record_start(rt: nodes.Runtime) -> None:
     rt.ledger.set_meta("created", time.time())
 
 
+@run_lock.locked(1)
 def start(cfg: RunConfig, run_dir: Path, *, ask: Ask | None = None, **kw) -> dict:
     """A new run: record the config, then drive the graph."""
     cfg.check()
-    run_dir = new_run_dir(run_dir)
-    rt = open_runtime(run_dir, cfg, **kw)
+    run_dir, created = new_run_dir(run_dir)
+    try:
+        rt = open_runtime(run_dir, cfg, **kw)
+    except BadInput:  # refused before it started (no framework, bad model path): leave nothing behind
+        if created:
+            run_lock.release(run_dir)
+            import shutil
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     record_start(rt)
     for n in cfg.notes:  # what check() chose for the user, e.g. a workload that fits the model
         rt.ledger.event("config", n)
@@ -106,6 +138,7 @@ def start(cfg: RunConfig, run_dir: Path, *, ask: Ask | None = None, **kw) -> dic
     return drive(rt, {"incumbent": None}, ask=ask)
 
 
+@run_lock.locked(0)
 def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None, **kw) -> dict:
     """Continue a run from its last checkpoint, with the config it was started with."""
     cfg = load_config(run_dir)
@@ -124,6 +157,8 @@ def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None,
     if not snap.next and rt.ledger.meta("status") == "done":
         return summary(rt, "done")
     inp = Command(resume=True) if any(t.interrupts for t in snap.tasks) else None
+    if not snap.values:  # no checkpoint (deleted, or unreadable and moved aside): rebuild from the ledger
+        inp = {"incumbent": nodes.ledger_incumbent(rt.ledger)}
     return drive(rt, inp, graph=g, ask=ask)
 
 
@@ -156,8 +191,10 @@ def drive(rt: nodes.Runtime, inp, *, graph=None, ask: Ask | None = None) -> dict
 
 
 def summary(rt: nodes.Runtime, status: str) -> dict:
-    res = json.loads((rt.run_dir / "result.json").read_text()) if (rt.run_dir / "result.json").exists() \
-        else report.result(rt.ledger, rt.run_dir)
+    try:  # result.json is an output, rebuilt from the ledger when it is missing or damaged
+        res = json.loads((rt.run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        res = report.result(rt.ledger, rt.run_dir)
     skipped = [{"patch": p["id"], "fix": p["fix"], "reason": p["reason"]} for p in rt.ledger.patches()
                if p["status"] in ("skipped", "rejected")]
     return {"status": status, "run_dir": str(rt.run_dir), "best": res.get("best"),

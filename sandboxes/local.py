@@ -3,11 +3,15 @@
 The framework runs under `python` (e.g. the testbed venv's interpreter), serving `model_dir`
 under `model_name`. Tuned MoE configs of a candidate are copied into the run directory and the
 framework's env variable points at them. `source_tree` turns the installed framework package into
-a git work tree so approved patches apply to what actually runs.
+a per-run git work tree (a copy of the installed package under the run dir, which the server
+then imports first), so approved patches apply to what actually runs and the user's installation
+is never modified. The server gets only the environment it needs (tools/server_env.py): no
+OPENAI_API_KEY, no other secrets of the agent's own environment.
 """
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +23,7 @@ from tools.errors import BadInput
 from tools import frameworks
 from tools.candidate import Candidate
 from tools.server import RunningServer, launch_process
+from tools.server_env import server_env
 
 _PACKAGE = {"vllm": "vllm", "sglang": "sglang", "atom": "atom"}
 log = logging.getLogger("inferloop")
@@ -40,7 +45,7 @@ class LocalSandbox:
         self.model_name = model_name or self.model_dir.name
         self.python, self.host, self.device = python, host, device
         self.env = dict(env or {})
-        self.base_env = base_env  # replaces os.environ for the server (None: inherit)
+        self.base_env = base_env  # replaces os.environ for the server (None: the allow-listed part of it)
         self.ready_timeout_s, self.port = ready_timeout_s, port
         self._t0 = time.monotonic()
         self._versions: dict[str, str | None] = {}
@@ -86,13 +91,17 @@ class LocalSandbox:
             raise BadInput(f"model directory {self.model_dir} does not exist")
         run_dir = Path(run_dir)
         env = {**self.env, **candidate.env, **self._moe_env(fw, candidate, run_dir)}
+        base = server_env(os.environ) if self.base_env is None else dict(self.base_env)
+        copy = self._copy_root(candidate.framework, run_dir)
+        if copy.is_dir():  # a patched per-run copy exists: the server imports it before the installed one
+            base["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy.parent.resolve()), base.get("PYTHONPATH")) if p)
         return launch_process(
             lambda port: fw.argv(candidate, model=str(self.model_dir), port=port, host=self.host,
                                  served_name=self.model_name, python=self.python),
             run_dir=run_dir, model=self.model_name if fw.served_name_flag else str(self.model_dir),
             ready_line=fw.ready_line, health_path=fw.health_path, env=env, host=self.host,
             port=self.port, timeout_s=self.ready_timeout_s, diagnose=fw.diagnose,
-            base_env=self.base_env, tokenizer_dir=self.model_dir)
+            base_env=base, tokenizer_dir=self.model_dir)
 
     def package_dir(self, framework: str) -> Path:
         """Where `python` imports the framework from (without importing it: that is slow)."""
@@ -108,10 +117,20 @@ class LocalSandbox:
             raise NotSupported(f"{framework} is not installed for {self.python}")
         return Path(path)
 
+    def _copy_root(self, framework: str, run_dir: Path) -> Path:
+        return Path(run_dir) / "src" / framework / _PACKAGE.get(framework, framework)
+
     def source_tree(self, framework: str, run_dir: Path) -> Path:
-        """The installed package as a git work tree (committed once, pristine), so patches
-        apply to the code that runs and can be reverted with git."""
-        root = self.package_dir(framework)
+        """A per-run copy of the installed package as a git work tree (committed once, pristine):
+        patches apply to the code this run's servers import, and never to the installation."""
+        dest = self._copy_root(framework, run_dir)
+        if (dest / ".git").exists():
+            return dest
+        installed = self.package_dir(framework)
+        if dest.exists():  # a copy cut short by a kill: start it again
+            shutil.rmtree(dest)
+        shutil.copytree(installed, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+        root = dest
         if not (root / ".git").exists():
             git = ["git", "-C", str(root), "-c", "user.name=inferloop", "-c", "user.email=inferloop@localhost"]
             for args in (["init", "-q"], ["add", "-A", "."], ["commit", "-q", "-m", f"pristine {framework}"]):
@@ -129,6 +148,12 @@ class LocalSandbox:
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0
+
+    def ground_state(self) -> dict:  # a resumed run's time budget counts the time already spent
+        return {"elapsed_s": self.elapsed_s()}
+
+    def restore_ground(self, state: dict) -> None:
+        self._t0 = time.monotonic() - float(state.get("elapsed_s", 0.0))
 
 
 # ---- the `local` backend ----------------------------------------------------------------------

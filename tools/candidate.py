@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # dict/list: JSON-typed flags (vLLM's --speculative-config), as FlagSpec type 'json' parses them.
 FlagValue = str | int | float | bool | dict | list | None
@@ -37,6 +39,17 @@ class Candidate(BaseModel):
     env: dict[str, str] = {}
     patches: list[str] = []  # ids of approved patches (diff files under the run dir's patches/)
     moe_configs: list[str] = []  # tuned MoE config files to install (paths)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        # launch.sh writes `export NAME=value`: a name that is not a plain identifier would be shell code.
+        for k, val in v.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+                raise ValueError(f"env name {k!r} is not an environment variable name")
+            if "\0" in val:
+                raise ValueError(f"env {k}: value holds a NUL byte")
+        return v
 
     def key(self) -> str:
         """A stable short id, for caching and for 'have we tried this already'."""

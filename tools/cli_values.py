@@ -2,7 +2,11 @@
 value is a BadInput that names the flag and what it got (exit 2 in the CLI)."""
 from __future__ import annotations
 
+import math
+
 from tools.errors import BadInput
+
+MAX_RATE = 1e6  # requests/s: far past any node; a larger number is a typo, not a workload
 
 
 def positive_floats(text: str, what: str) -> list[float]:
@@ -10,6 +14,8 @@ def positive_floats(text: str, what: str) -> list[float]:
         vals = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise BadInput(f"{what} must be comma-separated numbers, got {text!r}") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise BadInput(f"{what} must be positive numbers, got {text!r}")
+    bad = [v for v in vals if not (math.isfinite(v) and 0 < v <= MAX_RATE)]  # nan fails every comparison
+    if not vals or bad:
+        raise BadInput(f"{what} must be positive numbers <= {MAX_RATE:g}, got {text!r}"
+                       + (f" ({bad[0]!r} is not)" if bad else ""))
     return vals

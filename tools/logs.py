@@ -26,9 +26,9 @@ def tail(text: str, n: int = 40) -> str:
 
 def grep(text: str, pattern: str, *, context: int = 0) -> list[str]:
     """Lines matching a regex, with `context` lines around each (groups separated by '--')."""
+    from tools.bounded_grep import grep_lines  # a model's pattern may backtrack forever under `re`
     lines = text.splitlines()
-    rx = re.compile(pattern)
-    hits = [i for i, l in enumerate(lines) if rx.search(l)]
+    hits = grep_lines(lines, pattern)
     if not context:
         return [lines[i] for i in hits]
     out: list[str] = []

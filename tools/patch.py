@@ -8,6 +8,7 @@ absolute, has a `..` part, leads out of the tree through a symlink, or creates a
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
@@ -73,19 +74,56 @@ def check_diff(diff: str, tree: Path) -> list[str]:
     return paths
 
 
+JOURNAL = "inferloop-operation"  # in .git while a patch or revert is between its first write and its commit
+
+
 def open_tree(tree: Path) -> git.Repo:
     """The tree as a git repo, with everything in it committed (so the agent's changes are
-    always separable from what was there)."""
+    always separable from what was there), recovered from an agent killed mid-operation.
+
+    apply and revert write a journal into .git before they touch the tree and remove it after the
+    commit. A journal found here means that operation was cut short by a kill (git apply done,
+    commit not): its changes are thrown away back to the last commit, instead of being committed
+    as if they were the pristine source; the caller then redoes the operation. Any other dirt is
+    someone's own edit and is committed first, as always. A git killed while holding index.lock
+    leaves the lock behind; one agent works a run (agent/run_lock.py), so no git of ours runs
+    now and the lock is stale."""
     tree = Path(tree)
     try:
         repo = git.Repo(tree)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         repo = git.Repo.init(tree)
+    gitdir = Path(repo.git_dir)
+    for lock in [gitdir / "index.lock", gitdir / "HEAD.lock", *gitdir.glob("refs/heads/*.lock")]:
+        lock.unlink(missing_ok=True)
+    if (gitdir / JOURNAL).is_file() and repo.head.is_valid():
+        repo.git.reset("--hard", "-q", "HEAD")
+        repo.git.clean("-fdq")
+        for state in ("REVERT_HEAD", "CHERRY_PICK_HEAD", "MERGE_MSG"):
+            (gitdir / state).unlink(missing_ok=True)
+        shutil.rmtree(gitdir / "sequencer", ignore_errors=True)
+    (gitdir / JOURNAL).unlink(missing_ok=True)
     if repo.is_dirty(untracked_files=True) or not repo.head.is_valid():
         repo.git.add("-A")
         with repo.git.custom_environment(**_ENV):
             repo.git.commit("--allow-empty", "-m", "inferloop: snapshot before the agent patches this tree")
     return repo
+
+
+class _Journal:
+    """`with _Journal(repo, what):` the tree may be half-changed inside; open_tree undoes that."""
+
+    def __init__(self, repo: git.Repo, what: str):
+        self.path = Path(repo.git_dir) / JOURNAL
+        self.what = what
+
+    def __enter__(self):
+        self.path.write_text(self.what + "\n")
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        if exc_type is None:
+            self.path.unlink(missing_ok=True)  # committed: nothing to undo
 
 
 def applied(tree: Path) -> dict[str, str]:
@@ -112,10 +150,11 @@ def apply(tree: Path, diff: str, patch_id: str, title: str) -> str:
         _git_apply(repo, diff, check=True)
     except subprocess.CalledProcessError as e:
         raise PatchRefused(f"the diff does not apply to this tree: {e.stderr.strip()}") from None
-    _git_apply(repo, diff, check=False)
-    repo.git.add("-A", "--", *paths)
-    with repo.git.custom_environment(**_ENV):
-        repo.git.commit("-m", f"inferloop: {title}\n\n{PATCH_TRAILER}: {patch_id}")
+    with _Journal(repo, f"apply {patch_id}"):
+        _git_apply(repo, diff, check=False)
+        repo.git.add("-A", "--", *paths)
+        with repo.git.custom_environment(**_ENV):
+            repo.git.commit("-m", f"inferloop: {title}\n\n{PATCH_TRAILER}: {patch_id}")
     return repo.head.commit.hexsha
 
 
@@ -127,9 +166,10 @@ def revert(tree: Path, patch_id: str) -> str | None:
         return None
     if f"{PATCH_TRAILER}: {patch_id}" not in repo.commit(sha).message:
         raise PatchRefused(f"commit {sha} is not the agent's own; refusing to revert it")
-    repo.git.revert("--no-commit", sha)
-    with repo.git.custom_environment(**_ENV):
-        repo.git.commit("-m", f"inferloop: revert patch {patch_id}\n\n{REVERT_TRAILER}: {patch_id}")
+    with _Journal(repo, f"revert {patch_id}"):
+        repo.git.revert("--no-commit", sha)
+        with repo.git.custom_environment(**_ENV):
+            repo.git.commit("-m", f"inferloop: revert patch {patch_id}\n\n{REVERT_TRAILER}: {patch_id}")
     return repo.head.commit.hexsha
 
 

@@ -22,7 +22,7 @@ from typing import Callable, Protocol
 
 import httpx
 
-from tools import logs
+from tools import logs, procs
 from tools.frameworks.signatures import diagnose as default_diagnose, primary
 from tools.protocols import Diagnosis, LaunchFailure
 
@@ -67,7 +67,8 @@ class ProcessHandle:
     """A process in its own session, stdout+stderr to a log file."""
 
     def __init__(self, argv: list[str], *, log_path: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None, base_env: dict[str, str] | None = None):
+                 cwd: Path | None = None, base_env: dict[str, str] | None = None,
+                 records: Path | None = None):
         self.argv, self.log_path = argv, log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")
@@ -77,9 +78,9 @@ class ProcessHandle:
                                      stdin=subprocess.DEVNULL, env=full_env, cwd=cwd,
                                      start_new_session=True)
         self.pgid = self.proc.pid  # session leader: its pid is the group id
-        # Beside the log: if this agent is killed -9, `agent resume` reaps `*.pgid` under the run dir.
-        self.pgid_path = log_path.with_name(log_path.name + ".pgid")
-        self.pgid_path.write_text(str(self.pgid))
+        # The tool's own record (tools/procs.py): if this agent is killed -9, `agent resume`
+        # stops this group, after checking it is still the one started here.
+        self.record_path = procs.record(records or log_path.parent, self.pgid)
         _live.add(self)
 
     def poll(self) -> int | None:
@@ -109,7 +110,7 @@ class ProcessHandle:
         while _group_alive(self.pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
         if not _group_alive(self.pgid):
-            self.pgid_path.unlink(missing_ok=True)
+            self.record_path.unlink(missing_ok=True)
         _live.discard(self)
         if not self._log.closed:
             self._log.close()
@@ -238,7 +239,7 @@ def launch_process(argv_for_port: Callable[[int], list[str]], *, run_dir: Path, 
         log_path = run_dir / f"server-{p}.log"
         argv = argv_for_port(p)
         (run_dir / "launch.txt").write_text(logs.redact(" ".join(argv)) + "\n")
-        handle = ProcessHandle(argv, log_path=log_path, env=env, cwd=cwd, base_env=base_env)
+        handle = ProcessHandle(argv, log_path=log_path, env=env, cwd=cwd, base_env=base_env, records=run_dir)
         url = f"http://{host}:{p}"
         try:
             wait_ready(handle, url=url, ready_line=ready_line, health_path=health_path,

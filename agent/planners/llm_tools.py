@@ -22,7 +22,10 @@ from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
 from tools import frameworks
 from tools import logs as logtools
 from tools import patch as patchtool
+from tools.bounded_grep import Deadline, GrepBounded, compile_bounded
 from tools.candidate import Candidate, Parallel
+
+MAX_GREP_FILE = 2 << 20  # bytes: generated tables and minified files are not what a fix needs
 
 MAX_CHARS = 12_000  # per tool result: keeps one decision inside its token budget
 UNTRUSTED_OPEN = '<untrusted-data source="{src}">'
@@ -143,13 +146,13 @@ class ToolBox:
 
     # ---- logs ----------------------------------------------------------------------------
     def _log_text(self, trial_id) -> str:
+        """The trial's last server log: the nodes record its path in the ledger's events (the sim
+        writes logs/sim-launch-N.log, a local server server-PORT.log; issue 13 item 14)."""
         t = self._trial(trial_id)
         text = ""
-        if self.run_dir is not None:
-            d = Path(self.run_dir) / "trials" / str(t["id"])
-            files = sorted(d.rglob("*.log"), key=lambda p: p.stat().st_mtime) if d.is_dir() else []
-            if files:
-                text = logtools.read(files[-1])
+        path = _logged_path(self.run_dir, t["id"]) if self.run_dir is not None else None
+        if path is not None:
+            text = logtools.read(path)
         return text or t.get("log_excerpt") or ""
 
     def t_read_log(self, trial_id, start_line=1, max_lines=200) -> str:
@@ -164,8 +167,8 @@ class ToolBox:
     def t_grep_log(self, trial_id, pattern, context=2) -> str:
         try:
             hits = logtools.grep(self._log_text(trial_id), pattern, context=min(int(context), 10))
-        except re.error as e:
-            raise ToolError(f"bad regex {pattern!r}: {e}") from None
+        except GrepBounded as e:
+            raise ToolError(str(e)) from None
         return untrusted(f"grep {pattern!r} in server log, trial {trial_id}", "\n".join(hits[:300]) or "(no match)",
                          self.secrets)
 
@@ -218,15 +221,17 @@ class ToolBox:
 
     def t_grep_source(self, framework, pattern, path="") -> str:
         root, base = self._inside(framework, path)
-        try:
-            rx = re.compile(pattern)
-        except re.error as e:
-            raise ToolError(f"bad regex {pattern!r}: {e}") from None
-        hits = []
-        for p in self._files(root, base):
-            for i, ln in enumerate(p.read_text(errors="replace").splitlines()):
-                if rx.search(ln):
-                    hits.append(f"{p.relative_to(root).as_posix()}:{i + 1}: {ln}")
+        try:  # bounded in time (one deadline for the whole tree) and size (big files skipped)
+            rx, dl = compile_bounded(pattern), Deadline()
+            hits = []
+            for p in self._files(root, base):
+                if p.stat().st_size > MAX_GREP_FILE or len(hits) >= 300:
+                    continue
+                for i, ln in enumerate(p.read_text(errors="replace").splitlines()):
+                    if dl.search(rx, ln):
+                        hits.append(f"{p.relative_to(root).as_posix()}:{i + 1}: {ln[:400]}")
+        except GrepBounded as e:
+            raise ToolError(str(e)) from None
         return untrusted(f"grep {pattern!r} in {framework} source", "\n".join(hits[:300]) or "(no match)", self.secrets,
                          redact=False)
 
@@ -319,6 +324,25 @@ class ToolBox:
 
     def t_stop(self, reason) -> Proposal:
         return Proposal(kind="stop", phase=self._phase(), description="LLM: " + _short(reason), rationale=reason)
+
+
+def _logged_path(run_dir: Path, tid: int) -> Path | None:
+    """The newest log recorded for trial `tid`, if it is a file inside the run dir."""
+    from agent.ledger import LEDGER, Ledger
+    if not (Path(run_dir) / LEDGER).is_file():
+        return None
+    led = Ledger(run_dir)
+    try:
+        paths = [e["message"].split(": ", 1)[1] for e in led.events()
+                 if e["kind"] == "log" and e["message"].startswith(f"trial {tid}: ")]
+    finally:
+        led.close()
+    root = Path(run_dir).resolve()
+    for p in reversed(paths):
+        real = Path(p).resolve()
+        if root in real.parents and real.is_file():
+            return real
+    return None
 
 
 def _short(s: str, n: int = 160) -> str:

@@ -42,6 +42,7 @@ def candidate_from_cli(framework: str, weights: str, tail: list[str], version: s
     except FlagError as e:
         allowed = f"; allowed: {', '.join(map(str, e.allowed))}" if e.allowed else ""
         raise BadInput(f"{framework} {e}{allowed}") from None
+    fw.check_values(parsed)  # nan, negative counts, fractions > 1: refused like a bad flag
     par = {"tp": 1, "dp": 1, "ep": False}
     flags: dict = {}
     for name, value in parsed.items():
@@ -123,6 +124,24 @@ def _table(out: dict) -> str:
     return "\n".join(rows)
 
 
+def check_estimate_args(*, rates, concurrency, ttft_slo, seed, input_len, output_len, prefix_hit) -> None:
+    """The estimate's numbers with the same bounds as `optimize` (tools/bounds.py, the Workload
+    model): BadInput naming the value and the allowed range, never a traceback or a silent exit 0."""
+    import math
+
+    from tools.bench.workload import Workload
+    from tools.bounds import SEED_MAX, TTFT_MAX_S, build
+    if rates and concurrency is not None:
+        raise BadInput("give --rates or --concurrency, not both (a fixed concurrency has no rate)")
+    if concurrency is not None and not 1 <= concurrency <= 100_000:
+        raise BadInput(f"--concurrency must be within [1, 100000], got {concurrency}")
+    if not 0 <= seed <= SEED_MAX:
+        raise BadInput(f"--seed must be within [0, {SEED_MAX}], got {seed}")
+    if not (math.isfinite(ttft_slo) and 0 < ttft_slo <= TTFT_MAX_S):  # nan fails every comparison: test it
+        raise BadInput(f"--ttft-slo must be > 0 and <= {TTFT_MAX_S:g} s, got {ttft_slo!r}")
+    build(Workload, "", input_len=input_len, output_len=output_len, prefix_hit=prefix_hit)
+
+
 def _rates(text: str | None) -> list[float] | None:
     return positive_floats(text, "--rates") if text else None
 
@@ -149,8 +168,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict throughput (tok/s per node), TTFT, the knee and single-stream speed of one
         configuration on the simulated node, without a GPU. Framework flags go after `--`."""
-        if concurrency is not None and concurrency < 1:
-            raise BadInput(f"--concurrency must be >= 1, got {concurrency}")
+        check_estimate_args(rates=rates, concurrency=concurrency, ttft_slo=ttft_slo, seed=seed,
+                            input_len=input_len, output_len=output_len, prefix_hit=prefix_hit)
         out = run_estimate(model=model, weights=weights, hw=hw, framework=framework, moe_tuned=moe_tuned,
                            tail=list(ctx.args), input_len=input_len, output_len=output_len,
                            prefix_hit=prefix_hit, rates=_rates(rates), concurrency=concurrency,

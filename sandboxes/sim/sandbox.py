@@ -110,6 +110,14 @@ class SimSandbox:
     def elapsed_s(self) -> float:
         return self.clock
 
+    # The ground's state across a kill (agent/ledger.py saves it with each finished unit of work):
+    # the clock for time budgets, the launch counter for per-launch seeds and log names.
+    def ground_state(self) -> dict:
+        return {"clock": self.clock, "launches": self.launches}
+
+    def restore_ground(self, state: dict) -> None:
+        self.clock, self.launches = float(state.get("clock", 0.0)), int(state.get("launches", 0))
+
     def answerer(self) -> Answerer:
         if self._answerer is None:
             self._answerer = Answerer.load(self.shared_dir)
@@ -140,6 +148,10 @@ class SimSandbox:
         tree = self.source_tree(candidate.framework, run_dir)
         self.launches += 1
         log_path = run_dir / "logs" / f"sim-launch-{self.launches:03d}.log"
+        n = 0
+        while log_path.exists():  # a launch redone after a kill: keep the first log too
+            n += 1
+            log_path = run_dir / "logs" / f"sim-launch-{self.launches:03d}.redo-{n}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         w = LogWriter(fw.name, self.clock)
         argv = fw.argv(candidate, model=f"/models/{self.model.name}-{candidate.weights}", port=30000)

@@ -148,8 +148,8 @@ class FakeSandbox:
         proc = pgid_file = None
         if self.spawn:  # a real process group, as a real server would have
             proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-            pgid_file = run_dir / f"server-{proc.pid}.pgid"
-            pgid_file.write_text(str(proc.pid))
+            from tools import procs
+            pgid_file = procs.record(run_dir, proc.pid)  # the tool's own record, as ProcessHandle writes
         cap, speed, quality = self._perf(c)
         return FakeServer(FakeClient(cap, speed, quality, self.delay_s), log, proc, pgid_file)
 

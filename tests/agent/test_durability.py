@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tools import procs
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -64,7 +66,7 @@ def test_kill_mid_trial_then_resume(tmp_path):
         rows = _trials(run_dir) if (run_dir / "ledger.sqlite").exists() else []
         done = [i for i, s in rows if s == "done"]
         running = [i for i, s in rows if s == "running"]
-        pgids = list(run_dir.rglob("*.pgid"))
+        pgids = procs.live_records(run_dir)
         if len(done) >= 3 and running and pgids:
             break
         assert p.poll() is None, p.communicate()
@@ -76,7 +78,7 @@ def test_kill_mid_trial_then_resume(tmp_path):
     done_before = {i for i, s in _trials(run_dir) if s == "done"}
     finished_before = _finished(run_dir)
     launches_before = len(log.read_text().split())
-    orphans = [int(f.read_text()) for f in run_dir.rglob("*.pgid")]
+    orphans = [int(f.stem) for f in procs.live_records(run_dir)]
     assert orphans and all(_alive(g) for g in orphans)  # the killed agent left its server running
 
     r = _agent("resume", run_dir, log)
@@ -91,4 +93,4 @@ def test_kill_mid_trial_then_resume(tmp_path):
         assert finished_after[tid] == row, tid
     assert len(log.read_text().split()) > launches_before  # the resumed run did launch the rest
     assert not any(_alive(g) for g in orphans)  # the orphaned server was stopped
-    assert not list(run_dir.rglob("*.pgid"))
+    assert not procs.live_records(run_dir)

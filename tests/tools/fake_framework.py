@@ -22,6 +22,8 @@ except FlagError as e:
 for k, v in sorted(os.environ.items()):
     if k.startswith(("VLLM_", "SGLANG_", "AITER_")):
         print(f"env {k}={v}", flush=True)
+print("secret-env " + (",".join(k for k in os.environ if "KEY" in k or "TOKEN" in k) or "none"), flush=True)
+print("pythonpath " + os.environ.get("PYTHONPATH", "").split(os.pathsep)[0], flush=True)
 print("flags " + " ".join(f"{k}={v}" for k, v in flags.items()), flush=True)
 name = flags.get("--served-model-name") or flags.get(fw.model_flag)
 if isinstance(name, list):  # vLLM's --served-model-name takes several names (nargs="+"); the first is the model's

@@ -79,7 +79,7 @@ def test_flag_the_cli_rejects_dies_with_bad_flag_diagnosis(tmp_path, fake_python
     assert e.value.diagnosis.details["param"] == "model.eh_proj.weight"
 
 
-def test_source_tree_is_the_installed_package_as_git(tmp_path):
+def test_source_tree_is_a_per_run_copy_and_the_installation_is_untouched(tmp_path):
     pkg = tmp_path / "site" / "vllm"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("X = 1\n")
@@ -88,14 +88,28 @@ def test_source_tree_is_the_installed_package_as_git(tmp_path):
     py.chmod(0o755)
     sb = LocalSandbox(tmp_path, python=str(py))
     root = sb.source_tree("vllm", tmp_path / "run")
-    assert root == pkg
+    assert root == tmp_path / "run" / "src" / "vllm" / "vllm" and (root / "__init__.py").read_text() == "X = 1\n"
     log = subprocess.run(["git", "-C", str(root), "log", "--oneline"], capture_output=True, text=True).stdout
     assert "pristine vllm" in log
-    assert sb.source_tree("vllm", tmp_path / "run") == pkg  # idempotent
+    assert sb.source_tree("vllm", tmp_path / "run") == root  # idempotent
+    assert sorted(p.name for p in pkg.iterdir()) == ["__init__.py"]  # issue 13 item 9: no git init in the install
     with pytest.raises(NotSupported, match="not installed"):
         sb.source_tree("sglang", tmp_path / "run")
     with pytest.raises(BadInput, match="unknown framework"):
         sb.source_tree("trt", tmp_path / "run")
+
+
+def test_server_gets_no_secrets_and_imports_the_patched_copy(tmp_path, fake_python, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-should-not-leak")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    (tmp_path / "run" / "src" / "vllm" / "vllm").mkdir(parents=True)  # a source_tree copy exists
+    sb = LocalSandbox(tmp_path, python=fake_python, ready_timeout_s=30)
+    with sb.launch(Candidate(framework="vllm"), tmp_path / "run") as s:
+        log = s.log_text()
+    assert "sk-live" not in log and "hf_secret" not in log and "secret-env none" in log
+    assert "env VLLM_LOGGING_LEVEL=INFO" in log
+    assert f"pythonpath {(tmp_path / 'run' / 'src' / 'vllm').resolve()}" in log
 
 
 def test_tune_moe_refuses_clearly_on_cpu(tmp_path):

@@ -6,16 +6,18 @@ replay exactly the same schedule for the same seed.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from tools.bench.records import RequestSpec
 
 
 class Workload(BaseModel):
-    input_len: int = Field(20000, ge=1)  # the story's throughput workload: 20k in / 1k out
-    output_len: int = Field(1000, ge=1)
+    # Unknown keys, NaN/inf and absurd sizes are refused here, once, for every caller.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    input_len: int = Field(20000, ge=1, le=10_000_000)  # the story's throughput workload: 20k in / 1k out
+    output_len: int = Field(1000, ge=1, le=1_000_000)
     prefix_hit: float = Field(0.6, ge=0.0, le=1.0)  # fraction of input tokens shared (cacheable)
-    prefix_groups: int = Field(1, ge=1)  # distinct shared prefixes (e.g. system prompts / docs)
+    prefix_groups: int = Field(1, ge=1, le=100_000)  # distinct shared prefixes (e.g. system prompts / docs)
 
 
 def schedule(w: Workload, *, n: int, rate: float | None, seed: int = 0) -> list[RequestSpec]:

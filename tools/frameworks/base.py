@@ -250,10 +250,19 @@ class Framework:
                                + (f", one of {', '.join(map(str, spec.choices))}" if spec.choices else "")
                                + ")")
         try:
-            self.parse_flags(self.flag_args(c.flags))
+            parsed = self.parse_flags(self.flag_args(c.flags))
         except FlagError as e:
             allowed = f"; allowed: {', '.join(map(str, e.allowed))}" if e.allowed else ""
             raise BadInput(f"{self.name} flag {e.flag}: {e}{allowed}") from None
+        self.check_values(parsed)
+
+    def check_values(self, parsed: dict) -> None:
+        """BadInput for parsed values argparse takes but no server can use (tools/flag_values.py)."""
+        from tools.flag_values import problem
+        for name, value in parsed.items():
+            why = problem(self.flags[name], value)
+            if why:
+                raise BadInput(f"{self.name} flag {name}: {why}")
 
     def parallel_flag_names(self) -> set[str]:
         return set()
