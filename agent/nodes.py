@@ -93,6 +93,10 @@ def _sync_tree(rt: Runtime, c: Candidate) -> None:
         if p["status"] != "approved":
             raise patchtool.PatchRefused(f"patch {pid} is {p['status']}, not approved")
         wanted.append((pid, p["diff"], p["fix"]))
+    if not wanted and not (Path(rt.run_dir) / "src" / c.framework).exists():
+        # No patch wanted and no tree made yet: what runs is pristine already. (A local sandbox's
+        # tree is a copy of the installed package, 700 MB for vLLM: made only once a patch needs it.)
+        return
     try:
         tree = rt.sandbox.source_tree(c.framework, rt.run_dir)
     except Exception:
