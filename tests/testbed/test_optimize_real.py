@@ -57,7 +57,7 @@ def test_real_launches_and_nothing_left_running(run, testbed):
     assert launched
     logs = list(d.rglob("server-*.log"))
     assert logs and any("vllm" in p.read_text(errors="replace").lower() for p in logs)
-    assert not list(d.rglob("*.pgid"))  # every server's process group was stopped and its file removed
+    assert not list(d.rglob("procs/*.json"))  # every server's group was stopped and its record removed
     for t in launched:  # every launch in the mode the build proved right here
         assert testbed.serving_flags.items() <= t["candidate"]["flags"].items(), (testbed.mode, t["candidate"])
 
