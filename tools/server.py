@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 import httpx
 
 from tools import logs, procs
+from tools.inert import inert_line
 from tools.frameworks.signatures import diagnose as default_diagnose, primary
 from tools.protocols import Diagnosis, LaunchFailure
 
@@ -166,7 +167,7 @@ def wait_ready(handle: Handle, *, url: str, ready_line: str | None, health_path:
             if time.monotonic() >= next_note:
                 next_note += PROGRESS_S
                 last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
-                shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in logs.redact(last)[:160])  # inert
+                shown = inert_line(logs.redact(last)[:160])  # log text is data: shown inert
                 log.info("    server starting, %.0f s: %s", time.monotonic() - start, shown)
             time.sleep(poll_s)  # polling interval of the readiness probe
     except BaseException as e:  # Ctrl-C or any error while waiting: never leave the server behind
