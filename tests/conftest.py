@@ -2,7 +2,7 @@
 
 `shared_dir`: the project's shared folder (../shared beside the repo, or INFERLOOP_SHARED); tests
 that need its data skip with the reason when it is absent.
-`testbed`: the real vLLM CPU testbed (testbed/build.py), built on demand with progress on the
+`testbed`: the real vLLM CPU testbed (sandboxes/testbed/build.py), built on demand with progress on the
 terminal, or reused from its cache; skipped with the reason when it cannot be built (no PyPI) or
 when INFERLOOP_SKIP_TESTBED=1.
 """
@@ -41,7 +41,7 @@ class Testbed:
     python: Path  # the testbed venv's interpreter (vLLM lives there, not in ours)
     model_dir: Path
     model_name: str
-    mode: dict  # the serving mode the build proved correct on this CPU (testbed/mode.py)
+    mode: dict  # the serving mode the build proved correct on this CPU (sandboxes/testbed/mode.py)
 
     @property
     def serving_flags(self) -> dict:
@@ -68,8 +68,8 @@ def _terminal(config):
 def testbed(request) -> Testbed:
     if os.environ.get("INFERLOOP_SKIP_TESTBED") == "1":
         pytest.skip("INFERLOOP_SKIP_TESTBED=1")
-    from testbed import paths
-    from testbed.build import BuildError, build, is_built
+    from sandboxes.testbed import paths
+    from sandboxes.testbed.build import BuildError, build, is_built
 
     base = paths.root()
     if not is_built(base):
@@ -82,7 +82,7 @@ def testbed(request) -> Testbed:
                 if any(s in str(e) for s in _NO_INDEX):
                     pytest.skip(f"cannot build the testbed here (no package index?): {str(e).splitlines()[0]}")
                 raise
-    from testbed import mode
+    from sandboxes.testbed import mode
     tb = Testbed(root=base, python=paths.venv_python(base), model_dir=paths.model_dir(base),
                  model_name=paths.MODEL_NAME, mode=mode.load(base))
     _USED.append(tb)
@@ -97,7 +97,7 @@ _USED: list[Testbed] = []
 def pytest_terminal_summary(terminalreporter):
     """Say which serving mode the real-server tests ran in, and why, where they ran at all."""
     if _USED:
-        from testbed import mode
+        from sandboxes.testbed import mode
         terminalreporter.write_line(f"testbed serving mode: {mode.describe(_USED[0].mode)}")
 
 

@@ -29,9 +29,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from testbed import mode, paths  # noqa: E402
-from testbed.build import build  # noqa: E402
-from testbed.serve import candidate, launch  # noqa: E402
+from sandboxes.testbed import mode, paths  # noqa: E402
+from sandboxes.testbed.build import build  # noqa: E402
+from sandboxes.testbed.serve import candidate, launch  # noqa: E402
 
 
 def reset_prefix_cache(url: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.serve import launch
+from sandboxes.testbed.serve import launch
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from testbed.build import BuildError, build, is_built
-from testbed.tokenizer_fix import fix_model_dir
+from sandboxes.testbed.build import BuildError, build, is_built
+from sandboxes.testbed.tokenizer_fix import fix_model_dir
 
 
 def _steps(calls, fail=None, keys=("k1", "k2", "k3")):
@@ -82,7 +82,7 @@ def test_tokenizer_fix_names_missing_file(tmp_path):
         fix_model_dir(tmp_path)
 
 
-# ---- the serving mode (testbed/mode.py): chosen by what the server answers ----
+# ---- the serving mode (sandboxes/testbed/mode.py): chosen by what the server answers ----
 
 def _answers(table):
     asked = []
@@ -98,7 +98,7 @@ def _paris(a):
 
 
 def test_mode_falls_back_from_garbage_eager_bf16_and_says_why():
-    from testbed import mode
+    from sandboxes.testbed import mode
     asked, answer = _answers({"eager-bf16": "L'Étoile, la Marseillaise, la femme", "eager-fp32": "Paris.",
                               "compiled-bf16": "Paris."})
     m = mode.choose(answer, _paris, say=lambda s: None)
@@ -109,21 +109,21 @@ def test_mode_falls_back_from_garbage_eager_bf16_and_says_why():
 
 
 def test_mode_keeps_eager_bf16_where_it_is_right():
-    from testbed import mode
+    from sandboxes.testbed import mode
     asked, answer = _answers({"eager-bf16": "The capital of France is Paris."})
     m = mode.choose(answer, _paris, say=lambda s: None)
     assert asked == ["eager-bf16"] and m["flags"] == {"--enforce-eager": True}
 
 
 def test_no_right_mode_is_an_error_with_every_answer():
-    from testbed import mode
+    from sandboxes.testbed import mode
     _, answer = _answers({"eager-bf16": "garbage", "eager-fp32": "(did not start: boom)", "compiled-bf16": "Lyon"})
     with pytest.raises(LookupError, match="eager-fp32: '\\(did not start: boom\\)'.*compiled-bf16: 'Lyon'"):
         mode.choose(answer, _paris, say=lambda s: None)
 
 
 def test_the_smoke_step_is_keyed_by_the_cpu(tmp_path, monkeypatch):
-    from testbed import build as b, mode
+    from sandboxes.testbed import build as b, mode
     (key,) = [k for n, _, k in b.STEPS if n == "smoke"]
     assert key == b._key(b.SMOKE_QUESTION, mode.MODES, mode.cpu_key())
     monkeypatch.setattr(mode, "cpu", lambda: {"model_name": "Other CPU", "flags": ["amx_bf16"]})
@@ -131,7 +131,7 @@ def test_the_smoke_step_is_keyed_by_the_cpu(tmp_path, monkeypatch):
 
 
 def test_unproven_mode_says_so(tmp_path):
-    from testbed import mode
+    from sandboxes.testbed import mode
     m = mode.load(tmp_path)
     assert m["mode"] == "eager-bf16" and "not proven" in m["why"]
     (tmp_path / "mode.json").write_text(json.dumps({"mode": "eager-fp32", "flags": {"--dtype": "float32"},

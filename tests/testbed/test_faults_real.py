@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.proctable import group_members, wait_group_gone
+from sandboxes.testbed.proctable import group_members, wait_group_gone
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

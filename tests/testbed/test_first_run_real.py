@@ -41,7 +41,7 @@ def readme_command() -> tuple[dict[str, str], list[str]]:
 
 
 def _env():
-    from testbed.serve import vllm_env
+    from sandboxes.testbed.serve import vllm_env
     return vllm_env()
 
 

