@@ -57,7 +57,7 @@ def progress(json_mode: bool, bar=None) -> Callable[[str], None]:
             typer.echo(msg, err=True)
             return
         bar.note(msg)
-        if _LAUNCH_LINE.match(msg):  # nodes._first's line: a candidate's first launch, what the budget counts
+        if _LAUNCH_LINE.match(msg):  # agent/trial.py's line: a candidate's first launch, what the budget counts
             bar.advance()
     return p
 

@@ -5,7 +5,8 @@ A measurement is plain JSON (what the trial node records):
      "gpus": int, "usd_per_gpu_h": float, "tdp_w": float, "evals": {task: [0|1, ...]} | None}
 
 Decisions: keep | revert | repeat (gap within noise: measure both sides again, interleaved) |
-evaluate (performance passes; run the eval gate before deciding).
+evaluate (performance passes; run the eval gate before deciding). Each verdict carries a reason
+code (agent.records.Code) and its numbers; the prose reason is rendered from them for people.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import math
 from statistics import median
 
 from agent.config import Gate
+from agent.records import Code, Decision, Verdict
 
 KEEP, REVERT, REPEAT, EVALUATE = "keep", "revert", "repeat", "evaluate"
 OBJECTIVE_LABEL = {"knee": "knee tok/s/node", "single_stream": "single-stream tok/s",
@@ -82,7 +84,7 @@ def _first_evals(ms: list[dict]) -> dict | None:
     return next((m["evals"] for m in ms if m.get("evals")), None)
 
 
-def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: Gate) -> dict:
+def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: Gate) -> Verdict:
     """Verdict for a candidate against the incumbent, both given as their repeats so far."""
     if not candidate:
         raise ValueError("decide needs at least one candidate measurement")
@@ -91,10 +93,10 @@ def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: G
     if not incumbent:  # the baseline: keep whatever measured, once its evals exist
         nums = {"objective": objective, "candidate": cc}
         if max(cc) <= 0:
-            return _v(REVERT, f"baseline measured no {label} (nothing met the SLO)", nums)
+            return _v(REVERT, "baseline_no_slo", f"baseline measured no {label} (nothing met the SLO)", nums)
         if _first_evals(candidate) is None:
-            return _v(EVALUATE, "baseline needs its evals", nums)
-        return _v(KEEP, f"baseline: {label} {median(cc):.1f}", nums)
+            return _v(EVALUATE, "baseline_needs_evals", "baseline needs its evals", nums)
+        return _v(KEEP, "baseline", f"baseline: {label} {median(cc):.1f}", nums)
     ci = [objective_value(m, objective) for m in incumbent]
     mi, mc = median(ci), median(cc)
     noise = max(gate.noise_floor, spread(ci), spread(cc))
@@ -104,13 +106,13 @@ def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: G
     what = f"{label} {mi:.1f} -> {mc:.1f} ({_pct(gain)}, noise band {noise * 100:.1f}%)"
     n = min(len(ci), len(cc))
     if gain <= 0:
-        return _v(REVERT, f"no gain: {what}", nums)
+        return _v(REVERT, "no_gain", f"no gain: {what}", nums)
     clear = gain > gate.clear_mult * noise
     separated = min(cc) > max(ci)
     if not (gain > noise and separated and (clear or n >= 2)):
         if n < gate.max_repeats:
-            return _v(REPEAT, f"gain within noise, repeating both sides: {what}", nums)
-        return _v(REVERT, f"gain not beyond noise after {n} repeats each: {what}", nums)
+            return _v(REPEAT, "within_noise", f"gain within noise, repeating both sides: {what}", nums)
+        return _v(REVERT, "not_beyond_noise", f"gain not beyond noise after {n} repeats each: {what}", nums)
     if objective != "single_stream":  # guard single-stream latency while chasing throughput
         si = [m["single_stream_tok_s"] for m in incumbent if m.get("single_stream_tok_s")]
         sc = [m["single_stream_tok_s"] for m in candidate if m.get("single_stream_tok_s")]
@@ -118,24 +120,26 @@ def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: G
             drop = (median(sc) - median(si)) / median(si)
             nums["single_stream_change"] = drop
             if drop < -gate.tolerance:
-                return _v(REVERT, f"single-stream tok/s fell {_pct(drop)} (tolerance "
+                return _v(REVERT, "single_stream_drop", f"single-stream tok/s fell {_pct(drop)} (tolerance "
                                   f"{gate.tolerance * 100:.0f}%) although {what}", nums)
     ev_i, ev_c = _first_evals(incumbent), _first_evals(candidate)
     if ev_i:
         if ev_c is None:
-            return _v(EVALUATE, f"performance passes ({what}); eval gate next", nums)
+            return _v(EVALUATE, "needs_evals", f"performance passes ({what}); eval gate next", nums)
         ok, enums, notes = eval_gate(ev_i, ev_c, gate)
         nums["evals"] = enums
         if not ok:
-            return _v(REVERT, f"eval regression: {'; '.join(n for n in notes if 'REGRESSED' in n or 'not eval' in n)}"
+            bad = [n for task, n in zip(sorted(ev_i), notes)  # one note per task, in that order
+                   if not enums.get(task, {}).get("non_inferior", False)]
+            return _v(REVERT, "eval_regression", f"eval regression: {'; '.join(bad)}"
                               f" (although {what})", nums)
-        return _v(KEEP, f"{what}; evals: {'; '.join(notes)}", nums)
-    return _v(KEEP, what, nums)
+        return _v(KEEP, "gain_evals_pass", f"{what}; evals: {'; '.join(notes)}", nums)
+    return _v(KEEP, "gain", what, nums)
 
 
 def _pct(x: float) -> str:
     return "+inf%" if not math.isfinite(x) else f"{x * 100:+.1f}%"
 
 
-def _v(decision: str, reason: str, numbers: dict) -> dict:
-    return {"decision": decision, "reason": reason, "numbers": numbers}
+def _v(decision: Decision, code: Code, reason: str, numbers: dict) -> Verdict:
+    return Verdict(decision=decision, code=code, reason=reason, numbers=numbers)

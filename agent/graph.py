@@ -1,7 +1,9 @@
 """LangGraph wiring only: nodes, edges, and SqliteSaver checkpoints in the run directory.
 
     setup -> baseline -> [review] -> trial -> decide -> propose -> [review (interrupt) -> apply] -> trial ...
-                                              \\-> record (budget or phases exhausted) -> END
+                                                         \\-> record (budget or phases exhausted) -> END
+
+The trial node runs one candidate to its verdict (agent/trial.py: launches, repeats, evals).
 """
 from __future__ import annotations
 
@@ -20,13 +22,10 @@ THREAD = {"configurable": {"thread_id": "run"}, "recursion_limit": 100_000}
 
 
 class State(TypedDict, total=False):
-    incumbent: int | None  # ledger trial id of the configuration to beat
-    trial: int | None  # ledger trial id in flight
-    need: str | None  # what the trial node measures next: first | repeat | evaluate
+    trial: int | None  # ledger trial id in flight (the incumbent is the ledger's: Ledger.incumbent)
     route: str
     stop_reason: str
     failed: str | None  # why the run ends without a result: "workload" (the user's to fix)
-    last: str
 
 
 def _route(state: State) -> str:
@@ -48,7 +47,7 @@ def build(rt: nodes.Runtime):
     # a baseline whose env/flags need review waits like a patch does (agent/review_gate.py)
     g.add_conditional_edges("baseline", _route, {"trial": "trial", "review": "review", "propose": "propose"})
     g.add_edge("trial", "decide")
-    g.add_conditional_edges("decide", _route, {"trial": "trial", "propose": "propose"})
+    g.add_edge("decide", "propose")
     g.add_conditional_edges("propose", _route, {"trial": "trial", "review": "review", "apply": "apply",
                                                 "propose": "propose", "record": "record"})
     g.add_conditional_edges("review", _route, {"apply": "apply", "propose": "propose", "review": "review",

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from agent.errors import BadInput
+from agent.records import Measurement, Result, Trial
 
 LEDGER = "ledger.sqlite"
 
@@ -22,7 +23,8 @@ CREATE TABLE IF NOT EXISTS trials (
   id INTEGER PRIMARY KEY, phase TEXT NOT NULL, kind TEXT NOT NULL, description TEXT NOT NULL,
   rationale TEXT NOT NULL DEFAULT '', candidate TEXT NOT NULL, incumbent_id INTEGER,
   proposal TEXT NOT NULL DEFAULT '{}', status TEXT NOT NULL DEFAULT 'proposed',
-  outcome TEXT, verdict TEXT, reason TEXT, numbers TEXT, diagnoses TEXT NOT NULL DEFAULT '[]',
+  outcome TEXT, verdict TEXT, reason TEXT, reason_code TEXT, numbers TEXT,
+  diagnoses TEXT NOT NULL DEFAULT '[]',
   log_excerpt TEXT NOT NULL DEFAULT '', patch_id TEXT, created REAL NOT NULL,
   started REAL, ended REAL, wall_s REAL, ground_s REAL);
 CREATE TABLE IF NOT EXISTS measurements (
@@ -90,6 +92,9 @@ class Ledger:
         self.db = _DB(self.path)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        cols = {r[1] for r in self.db.execute("PRAGMA table_info(trials)").fetchall()}
+        if "reason_code" not in cols:  # a ledger from before reason codes: its old verdicts have none
+            self.db.execute("ALTER TABLE trials ADD COLUMN reason_code TEXT")
         # The ground's own state (sim clock and launch counter, a real host's elapsed time), saved in
         # the same transaction as each finished unit of work, so a resumed run continues the
         # clock where the work it keeps left it (issue 13 item 6). Set by the runtime.
@@ -171,13 +176,25 @@ class Ledger:
         if self.trial(tid)["started"] is None:
             self.update_trial(tid, status="running", started=time.time())
 
-    def finish_trial(self, tid: int, *, verdict: str, reason: str, numbers: dict | None = None,
-                     ground_s: float | None = None) -> None:
+    def trial_record(self, tid: int) -> Trial:
+        return Trial.model_validate(self.trial(tid))
+
+    def trial_records(self) -> list[Trial]:
+        return [Trial.model_validate(t) for t in self.trials()]
+
+    def finish_trial(self, tid: int, r: Result) -> None:
         t = self.trial(tid)
         now = time.time()
         self._with_ground(lambda: self.update_trial(
-            tid, status="done", verdict=verdict, reason=reason, numbers=numbers or {},
-            ended=now, wall_s=now - (t["started"] or now), ground_s=ground_s))
+            tid, status="done", verdict=r.verdict, reason=r.reason, reason_code=r.code, numbers=r.numbers,
+            ended=now, wall_s=now - (t["started"] or now), ground_s=r.ground_s))
+
+    def incumbent(self) -> int | None:
+        """The configuration to beat: the newest kept trial (a trial is kept only against the
+        incumbent of its time, so the newest kept one is the current incumbent). The one place the
+        incumbent lives; graph state and meta do not keep a copy of it."""
+        kept = [t for t in self.trials() if t["verdict"] == "kept"]
+        return max(kept, key=lambda t: (t["ended"] or 0, t["id"]))["id"] if kept else None
 
     def launched_count(self) -> int:
         """Trials that count against the budget: every candidate that reached the sandbox."""
@@ -198,6 +215,9 @@ class Ledger:
         if role is None:
             return self._q("SELECT * FROM measurements WHERE trial_id=? ORDER BY id", (tid,))
         return self._q("SELECT * FROM measurements WHERE trial_id=? AND role=? ORDER BY id", (tid, role))
+
+    def measurement_records(self, tid: int, role: str | None = None) -> list[Measurement]:
+        return [Measurement.model_validate(m) for m in self.measurements(tid, role)]
 
     def set_measurement(self, mid: int, data: dict) -> None:
         self.db.execute("UPDATE measurements SET data=? WHERE id=?", (json.dumps(data), mid))

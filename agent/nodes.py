@@ -6,8 +6,8 @@ trial is never run again; a measurement already recorded is reused) and only doe
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -15,15 +15,14 @@ from langgraph.types import interrupt
 
 from agent import review_gate
 from agent.config import RunConfig
-from agent.decide import EVALUATE, KEEP, REPEAT, decide, objective_value
+from agent.decide import objective_value
 from agent.ledger import Ledger
-from agent.measure import bench
 from agent.planners.base import PlanContext, Proposal
+from agent.records import Result
+from agent.trial import LedgerRecorder, TrialEnv, run_trial
 from tools import frameworks, moe, procs
 from tools import patch as patchtool
 from tools.candidate import Candidate
-from tools.bench.refusal import RequestsRefused
-from tools.protocols import LaunchFailure
 
 
 @dataclass
@@ -54,13 +53,6 @@ def adapter(rt: Runtime, framework: str):
     """The framework adapter for the version the sandbox runs (sandboxes that cannot tell: the newest)."""
     version = getattr(rt.sandbox, "version", None)
     return frameworks.get(framework, version(framework) if version else None)
-
-
-def ledger_incumbent(led: Ledger) -> int | None:
-    """The incumbent as the ledger's verdicts define it (decide_node: a kept trial becomes it), for a
-    run whose checkpoints were lost; the 'incumbent' meta may lag its trial's verdict by one write."""
-    kept = [t for t in led.trials() if t["verdict"] == "kept"]
-    return max(kept, key=lambda t: (t["ended"] or 0, t["id"]))["id"] if kept else None
 
 
 def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
@@ -106,30 +98,9 @@ def _sync_tree(rt: Runtime, c: Candidate) -> None:
     patchtool.sync(tree, wanted)
 
 
-def _measure(rt: Runtime, tid: int, c: Candidate, role: str, *, evals: bool) -> dict:
-    """Launch, measure, stop; records the measurement. Raises LaunchFailure."""
-    _sync_tree(rt, c)
-    t0, g0 = time.time(), rt.sandbox.elapsed_s()
-    rt.progress(f"  launching {c.framework} ({role}) ...")
-    with rt.sandbox.launch(c, rt.run_dir) as server:
-        _note_log(rt, tid, getattr(server, "log_path", None))
-        diags = [d.model_dump() for d in adapter(rt, c.framework).diagnose(server.log_text())]
-        seq = len(rt.ledger.measurements(tid, role))
-        data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid + 31 * seq)
-        if evals:
-            data["evals"] = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
-    data["diagnoses"] = diags
-    rt.ledger.add_measurement(tid, role, data, wall_s=time.time() - t0, ground_s=rt.sandbox.elapsed_s() - g0)
-    return data
-
-
-def _series(rt: Runtime, tid: int, inc: int | None) -> tuple[list[dict], list[dict]]:
-    cand = [m["data"] for m in rt.ledger.measurements(tid, "candidate")]
-    if inc is None:
-        return [], cand
-    incs = [m["data"] for m in rt.ledger.measurements(inc, "candidate")]
-    incs += [m["data"] for m in rt.ledger.measurements(tid, "incumbent")]
-    return incs, cand
+def trial_env(rt: Runtime) -> TrialEnv:
+    return TrialEnv(sandbox=rt.sandbox, run_dir=rt.run_dir, config=rt.config, hw=rt.hw, suite=rt.suite,
+                    adapter=lambda fw: adapter(rt, fw), prepare=lambda c: _sync_tree(rt, c), progress=rt.progress)
 
 
 # ---- nodes ---------------------------------------------------------------------------------
@@ -138,14 +109,13 @@ def setup(rt: Runtime, state: dict) -> dict:
     if killed:
         rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
     rt.ledger.set_meta("status", "running")
-    # A run whose checkpoints were lost starts the graph again here: the ledger has its incumbent.
-    return {"incumbent": state.get("incumbent") or ledger_incumbent(rt.ledger), "route": "baseline"}
+    return {"route": "baseline"}
 
 
 def baseline(rt: Runtime, state: dict) -> dict:
     trials = rt.ledger.trials()
     if any(t["status"] == "done" for t in trials):  # checkpoints lost after the baseline: plan on from the ledger
-        return {"incumbent": ledger_incumbent(rt.ledger), "trial": None, "route": "propose"}
+        return {"trial": None, "route": "propose"}
     open_ = [t for t in trials if t["phase"] == "framework"]
     if open_:  # re-run after a crash: the baseline trial is already recorded
         review_gate.gate(rt.ledger, rt.config, open_[0]["id"])
@@ -159,7 +129,7 @@ def baseline(rt: Runtime, state: dict) -> dict:
 
 def propose(rt: Runtime, state: dict) -> dict:
     led, cfg = rt.ledger, rt.config
-    inc = state.get("incumbent")
+    inc = led.incumbent()
     pending = [t for t in led.trials() if t["status"] in ("proposed", "running")]
     if pending:  # a proposal recorded before a crash: finish it rather than plan twice
         return _route_for(rt, pending[0])
@@ -217,7 +187,7 @@ def _route_for(rt: Runtime, t: dict) -> dict:
     human at the CLI) or the run's --approve policy; never from anything a log or model said."""
     reviews = rt.ledger.trial_reviews(t["id"])  # its patch and its env/flag reviews (review_gate)
     if not reviews or t["status"] in ("running", "done"):
-        return {"trial": t["id"], "need": "first", "route": "trial"}
+        return {"trial": t["id"], "route": "trial"}
     for p in reviews:
         if p["status"] == "pending" and rt.config.approve == "auto":
             rt.ledger.decide_patch(p["id"], "approved", by="policy:--approve auto")
@@ -227,8 +197,9 @@ def _route_for(rt: Runtime, t: dict) -> dict:
     reviews = rt.ledger.trial_reviews(t["id"])
     for p in reviews:
         if p["status"] in ("rejected", "skipped"):
-            rt.ledger.finish_trial(t["id"], verdict=p["status"], reason=f"review {p['id']} {p['status']} by "
-                                   f"{p['decided_by']}: {p['reason'] or 'no reason given'}")
+            rt.ledger.finish_trial(t["id"], Result(
+                verdict=p["status"], code=f"review_{p['status']}",
+                reason=f"review {p['id']} {p['status']} by {p['decided_by']}: {p['reason'] or 'no reason given'}"))
             rt.progress(f"  review {p['id']} {p['status']} ({p['reason']})")
             return {"trial": None, "route": "propose"}
     pending = [p for p in reviews if p["status"] == "pending"]
@@ -236,7 +207,7 @@ def _route_for(rt: Runtime, t: dict) -> dict:
         return {"trial": t["id"], "route": "review"}
     if t["kind"] == "patch":
         return {"trial": t["id"], "route": "apply"}
-    return {"trial": t["id"], "need": "first", "route": "trial"}
+    return {"trial": t["id"], "route": "trial"}
 
 
 def review(rt: Runtime, state: dict) -> dict:
@@ -258,136 +229,56 @@ def apply(rt: Runtime, state: dict) -> dict:
         _sync_tree(rt, c)
     except (patchtool.PatchRefused, NotImplementedError, OSError) as e:
         rt.ledger.start_trial(t["id"])
-        rt.ledger.finish_trial(t["id"], verdict="failed", reason=f"patch {p['id']} could not be applied: {e}")
+        rt.ledger.finish_trial(t["id"], Result(verdict="failed", code="patch_failed",
+                                               reason=f"patch {p['id']} could not be applied: {e}"))
         return {"trial": None, "route": "propose"}
     commit = patchtool.applied(tree).get(p["id"])
     rt.ledger.event("patch", f"applied {p['id']} as commit {commit}")
-    return {"trial": t["id"], "need": "first", "route": "trial"}
+    return {"trial": t["id"], "route": "trial"}
 
 
 def trial(rt: Runtime, state: dict) -> dict:
-    led, tid, inc = rt.ledger, state["trial"], state.get("incumbent")
-    t = led.trial(tid)
-    if t["status"] == "done":
+    """Run the trial to its verdict (agent/trial.py); every step is in the ledger as it happens,
+    so a re-run after a crash continues from what was measured."""
+    led, tid = rt.ledger, state["trial"]
+    t = led.trial_record(tid)
+    if t.status == "done":
         return {"route": "decide"}
     led.start_trial(tid)
-    c = Candidate.model_validate(t["candidate"])
-    fw = adapter(rt, c.framework)
-    try:
-        if t["kind"] == "moe_tune" and not c.moe_configs:
-            rt.progress("  running the MoE tuner for the model's shard shapes ...")
-            shape = moe.shard_shape(rt.card, c)
-            configs = moe.tune(rt.sandbox, c, rt.run_dir, f"trial-{tid}")
-            c = moe.install(c, configs, fw)
-            led.update_trial(tid, candidate=c.model_dump(mode="json"))
-            led.save_ground()  # the tuner's time is spent for good: a resume does not tune again
-            led.event("moe", f"tuned {shape} -> {[p.name for p in configs]}")
-        fw.validate(c)
-        need = state.get("need") or "first"
-        incs, cands = _series(rt, tid, inc)
-        if need == "first" and not cands:
-            data = _first(rt, tid, c, inc)
-            if t["kind"] == "moe_tune":
-                ok, why = moe.engagement(data["diagnoses"], c.moe_configs)
-                led.event("moe", ("engaged: " if ok else "NOT engaged: ") + why)
-                if not ok:
-                    led.finish_trial(tid, verdict="reverted", reason=f"tuned MoE config not used: {why}",
-                                     ground_s=None)
-                    return {"route": "decide"}
-        elif need == "repeat":
-            inc_c = Candidate.model_validate(led.trial(inc)["candidate"])
-            target = len(cands) + 1
-            while len(_series(rt, tid, inc)[0]) < target:  # interleaved: incumbent, then candidate
-                _measure(rt, tid, inc_c, "incumbent", evals=False)
-            while len(_series(rt, tid, inc)[1]) < target:
-                _measure(rt, tid, c, "candidate", evals=False)
-        elif need == "evaluate":
-            rows = led.measurements(tid, "candidate")
-            _sync_tree(rt, c)
-            with rt.sandbox.launch(c, rt.run_dir) as server:
-                ev = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
-            led.set_measurement(rows[0]["id"], {**rows[0]["data"], "evals": ev})
-    except LaunchFailure as e:
-        return _failed(rt, tid, c, e)
-    except RequestsRefused as e:  # the server ran but took none of the requests: the sweep stopped at once
-        led.update_trial(tid, diagnoses=[*t["diagnoses"], e.diagnosis()])
-        led.finish_trial(tid, verdict="failed", reason=f"requests refused: {e}")
-        rt.progress(f"  requests refused: {e}")
-        return {"route": "decide"}
-    except Exception as e:  # noqa: BLE001  an invalid candidate or a broken tree fails this trial only
-        if type(e).__name__ in ("KeyboardInterrupt", "SystemExit"):
-            raise
-        led.finish_trial(tid, verdict="failed", reason=f"{type(e).__name__}: {e}")
-        return {"route": "decide"}
+    inc = led.incumbent()
+    tune = None
+    if t.kind == "moe_tune" and not t.candidate.moe_configs:
+        tune = partial(_tune_moe, rt, tid)
+    result = run_trial(trial_env(rt), tid, t.candidate, led.trial_record(inc).candidate if inc is not None else None,
+                       LedgerRecorder(led, tid, inc), tune=tune, check_moe=t.kind == "moe_tune")
+    led.finish_trial(tid, result)
     return {"route": "decide"}
 
 
-def _first(rt: Runtime, tid: int, c: Candidate, inc: int | None) -> dict:
-    """First measurement of a candidate; evals in the same server session when the performance
-    verdict says the eval gate is next (so a server is started once, not twice)."""
-    _sync_tree(rt, c)
-    t0, g0 = time.time(), rt.sandbox.elapsed_s()
-    rt.progress(f"  launching {c.framework} {c.weights} TP{c.parallel.tp}xDP{c.parallel.dp} ...")
-    with rt.sandbox.launch(c, rt.run_dir) as server:
-        _note_log(rt, tid, getattr(server, "log_path", None))
-        diags = [d.model_dump() for d in adapter(rt, c.framework).diagnose(server.log_text())]
-        rt.ledger.update_trial(tid, outcome="launched", diagnoses=diags)
-        data = bench(server, rt.config, rt.hw, c.parallel.gpus, rt.config.seed + 7919 * tid)
-        data["diagnoses"] = diags
-        incs, _ = _series(rt, tid, inc)
-        if decide(incs, [data], rt.config.objective, rt.config.gate)["decision"] == EVALUATE:
-            rt.progress("  running evals ...")
-            data["evals"] = rt.suite.run(server.client, limit=rt.config.measure.eval_items, seed=rt.config.seed)
-    rt.ledger.add_measurement(tid, "candidate", data, wall_s=time.time() - t0, ground_s=rt.sandbox.elapsed_s() - g0)
-    return data
-
-
-def _note_log(rt: Runtime, tid: int, path) -> None:
-    """Which log file a trial's server wrote (the LLM's read_log tool reads it back)."""
-    if path is not None:
-        rt.ledger.event("log", f"trial {tid}: {path}")
-
-
-def _failed(rt: Runtime, tid: int, c: Candidate, e: LaunchFailure) -> dict:
-    _note_log(rt, tid, getattr(e, "log_path", None))
-    diags = [e.diagnosis.model_dump()] if e.diagnosis else []
-    seen = {(d["kind"], repr(d["details"])) for d in diags}
-    for d in adapter(rt, c.framework).diagnose(e.excerpt or ""):
-        if (d.kind, repr(d.details)) not in seen:
-            diags.append(d.model_dump())
-    first = next((d for d in diags if d.get("fatal", True)), None)
-    why = f"{first['kind']}: {first['message']}" + (f" ({first['evidence'][0]})" if first and first["evidence"] else "") \
-        if first else str(e)
-    rt.ledger.update_trial(tid, outcome="launch_failed", diagnoses=diags, log_excerpt=(e.excerpt or "")[-4000:])
-    rt.ledger.finish_trial(tid, verdict="failed", reason=f"launch failed: {why}")
-    rt.progress(f"  launch failed: {why}")
-    return {"route": "decide"}
+def _tune_moe(rt: Runtime, tid: int, c: Candidate) -> Candidate:
+    rt.progress("  running the MoE tuner for the model's shard shapes ...")
+    shape = moe.shard_shape(rt.card, c)
+    configs = moe.tune(rt.sandbox, c, rt.run_dir, f"trial-{tid}")
+    c = moe.install(c, configs, adapter(rt, c.framework))
+    rt.ledger.update_trial(tid, candidate=c.model_dump(mode="json"))
+    rt.ledger.save_ground()  # the tuner's time is spent for good: a resume does not tune again
+    rt.ledger.event("moe", f"tuned {shape} -> {[p.name for p in configs]}")
+    return c
 
 
 def decide_node(rt: Runtime, state: dict) -> dict:
-    led, tid, inc = rt.ledger, state["trial"], state.get("incumbent")
-    t = led.trial(tid)
-    c = Candidate.model_validate(t["candidate"])
-    if t["status"] != "done":
-        incs, cands = _series(rt, tid, inc)
-        v = decide(incs, cands, rt.config.objective, rt.config.gate)
-        if v["decision"] in (REPEAT, EVALUATE):
-            rt.progress(f"  {v['decision']}: {v['reason']}")
-            return {"need": v["decision"], "route": "trial"}
-        verdict = "kept" if v["decision"] == KEEP else "reverted"
-        ground = sum((m["ground_s"] or 0) for m in led.measurements(tid))
-        led.finish_trial(tid, verdict=verdict, reason=v["reason"], numbers=v["numbers"], ground_s=ground)
-        t = led.trial(tid)
-    new_inc = tid if t["verdict"] == "kept" else inc
-    if t["verdict"] != "kept" and inc is not None:  # leave the tree as the incumbent needs it
+    """After a finished trial: leave the tree as the incumbent needs it and say where the run stands."""
+    led, tid = rt.ledger, state["trial"]
+    t = led.trial_record(tid)
+    inc = led.incumbent()
+    if t.verdict != "kept" and inc is not None:
         try:
-            _sync_tree(rt, Candidate.model_validate(led.trial(inc)["candidate"]))
+            _sync_tree(rt, led.trial_record(inc).candidate)
         except Exception as e:  # noqa: BLE001
             led.event("patch", f"could not restore the tree after trial {tid}: {e}")
     best = None
-    if new_inc is not None:
-        ms = [m["data"] for m in led.measurements(new_inc, "candidate")]
+    if inc is not None:
+        ms = [m["data"] for m in led.measurements(inc, "candidate")]
         best = max(objective_value(m, rt.config.objective) for m in ms) if ms else None
-    rt.progress(f"  -> {t['verdict']}: {t['reason']}" + (f"  | best {best:.1f}" if best is not None else ""))
-    led.set_meta("incumbent", new_inc)
-    return {"incumbent": new_inc, "trial": None, "need": None, "route": "propose", "last": c.key()}
+    rt.progress(f"  -> {t.verdict}: {t.reason}" + (f"  | best {best:.1f}" if best is not None else ""))
+    return {"trial": None, "route": "propose"}

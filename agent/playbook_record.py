@@ -242,7 +242,7 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
                 step = _merge(steps.pop(), step)
             steps.append(step)
         prev, prev_obj = c, _objective(led, t["id"], objective)
-    inc = led.meta("incumbent")
+    inc = led.incumbent()
     data = {"version": 1, "name": f"{tgt.get('model')}-{tgt.get('hw')}", "objective": objective,
             "source": {"model": tgt.get("model"), "hw": tgt.get("hw"),
                        "run": Path(run_dir).name if run_dir else None, "trials": led.launched_count(),

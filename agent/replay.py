@@ -72,7 +72,7 @@ def replay(playbook: pbm.Playbook | str | Path, cfg: RunConfig, run_dir: Path, *
         rt.ledger.set_meta("replay", {"name": pb.name, "playbook": pb.model_dump(mode="json"),
                                       "frameworks": list(rt.frameworks())})
         (run_dir / SOURCE_COPY).write_text(pbm.dumps(pb))
-        out = runlib.drive(rt, {"incumbent": None}, ask=ask)
+        out = runlib.drive(rt, {"trial": None}, ask=ask)
     led = Ledger(run_dir)
     try:
         card, hw = resolve_target(cfg.target)

@@ -45,7 +45,7 @@ def result(led: Ledger, run_dir: Path) -> dict:
     cfg = led.meta("config") or {}
     objective = cfg.get("objective", "knee")
     trials = led.trials()
-    inc = led.meta("incumbent")
+    inc = led.incumbent()
     kept = [t for t in trials if t["verdict"] == "kept"]
     rows = []
     for t in trials:
@@ -231,7 +231,7 @@ def html(md: str, run_dir: Path, imgs: list[str]) -> str:
 def record_node(rt, state: dict) -> dict:
     """The end of a run. A run that measured no configuration has failed, whatever stopped it:
     its stop reason says why, with the baseline's diagnosis and log lines (never `best: None`)."""
-    reason, inc = state.get("stop_reason"), rt.ledger.meta("incumbent")
+    reason, inc = state.get("stop_reason"), rt.ledger.incumbent()
     status = "done"
     if state.get("failed") == "workload":
         status = "refused"

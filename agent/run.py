@@ -135,7 +135,7 @@ def start(cfg: RunConfig, run_dir: Path, *, ask: Ask | None = None, **kw) -> dic
     for n in cfg.notes:  # what check() chose for the user, e.g. a workload that fits the model
         rt.ledger.event("config", n)
         rt.progress(f"note: {n}")
-    return drive(rt, {"incumbent": None}, ask=ask)
+    return drive(rt, {"trial": None}, ask=ask)
 
 
 @run_lock.locked(0)
@@ -158,7 +158,7 @@ def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None,
         return summary(rt, "done")
     inp = Command(resume=True) if any(t.interrupts for t in snap.tasks) else None
     if not snap.values:  # no checkpoint (deleted, or unreadable and moved aside): rebuild from the ledger
-        inp = {"incumbent": nodes.ledger_incumbent(rt.ledger)}
+        inp = {"trial": None}  # the nodes read the incumbent from the ledger
     return drive(rt, inp, graph=g, ask=ask)
 
 

@@ -366,7 +366,7 @@ def _viable_frameworks(ctx: PlanContext) -> dict[str, Candidate]:
     """Frameworks that launched this model and were not reverted for an eval regression:
     framework -> its last launched candidate."""
     out: dict[str, Candidate] = {}
-    bad = {t["candidate"]["framework"] for t in ctx.trials if (t["reason"] or "").startswith("eval regression")
+    bad = {t["candidate"]["framework"] for t in ctx.trials if t["reason_code"] == "eval_regression"
            and t["phase"] == "framework"}
     for t in ctx.trials:
         fw = t["candidate"]["framework"]

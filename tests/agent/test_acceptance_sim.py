@@ -41,7 +41,7 @@ def _by(trials, **w):
 def test_reaches_90_percent_of_the_story_within_the_default_budget(run):
     d, out, led = run
     assert out["status"] == "done" and led.launched_count() <= 40
-    best = led.trial(led.meta("incumbent"))
+    best = led.trial(led.incumbent())
     knees = [m["data"]["knee_tok_s"] for m in led.measurements(best["id"], "candidate")]
     assert max(knees) >= 0.9 * STORY_KNEE, knees
     assert out["best"]["knee_tok_s"] == max(knees)

@@ -57,20 +57,20 @@ CASES = [
 @pytest.mark.parametrize("name,inc,cand,decision,words", CASES, ids=[c[0] for c in CASES])
 def test_decide_table(name, inc, cand, decision, words):
     v = decide(inc, cand, "knee", G)
-    assert v["decision"] == decision, v
-    assert words in v["reason"], v["reason"]
-    assert v["numbers"]["objective"] == "knee"
+    assert v.decision == decision, v
+    assert words in v.reason, v.reason
+    assert v.numbers["objective"] == "knee"
 
 
 def test_baseline_needs_evals_then_keeps():
-    assert decide([], [m(800)], "knee", G)["decision"] == "evaluate"
-    assert decide([], [m(800, evals=E200)], "knee", G)["decision"] == "keep"
-    assert decide([], [m(None, evals=E200)], "knee", G)["decision"] == "revert"
+    assert decide([], [m(800)], "knee", G).decision == "evaluate"
+    assert decide([], [m(800, evals=E200)], "knee", G).decision == "keep"
+    assert decide([], [m(None, evals=E200)], "knee", G).decision == "revert"
 
 
 def test_single_stream_objective_ignores_knee():
     v = decide([m(1000, ss=100)], [m(500, ss=150)], "single_stream", G)
-    assert v["decision"] == "keep" and "single-stream tok/s 100.0 -> 150.0" in v["reason"]
+    assert v.decision == "keep" and "single-stream tok/s 100.0 -> 150.0" in v.reason
 
 
 @pytest.mark.parametrize("objective,inc,cand,decision", [
@@ -80,7 +80,7 @@ def test_single_stream_objective_ignores_knee():
     ("per_dollar", m(1000, gpus=4), m(1500, gpus=8), "revert"),
 ])
 def test_cost_objectives(objective, inc, cand, decision):
-    assert decide([inc], [cand], objective, G)["decision"] == decision
+    assert decide([inc], [cand], objective, G).decision == decision
 
 
 def test_objective_values():

@@ -4,7 +4,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-TRIAL_COLS = ("id", "phase", "kind", "description", "candidate", "status", "outcome", "verdict", "reason",
+TRIAL_COLS = ("id", "phase", "kind", "description", "candidate", "status", "outcome", "verdict", "reason", "reason_code",
               "numbers", "patch_id", "ground_s")
 
 
@@ -15,7 +15,7 @@ def signature(run_dir: Path) -> dict:
         meas = db.execute("SELECT trial_id, role, seq, data, ground_s FROM measurements ORDER BY trial_id, role, seq").fetchall()
         patches = db.execute("SELECT id, fix, status, diff FROM patches ORDER BY id").fetchall()
         meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")
-                if k in ("incumbent", "stop_reason", "status", "ground")}
+                if k in ("stop_reason", "status", "ground")}
     finally:
         db.close()
     out = {"trials": trials, "measurements": meas, "patches": patches, "meta": meta}

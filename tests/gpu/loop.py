@@ -58,7 +58,7 @@ def export_ledger(run_dir: Path) -> dict:
             t["measurements"] = led.measurements(t["id"])
             trials.append(t)
         return {"config": led.meta("config"), "status": led.meta("status"), "stop_reason": led.meta("stop_reason"),
-                "incumbent": led.meta("incumbent"), "trials": trials, "patches": led.patches(),
+                "incumbent": led.incumbent(), "trials": trials, "patches": led.patches(),
                 "events": led.events()}
     finally:
         led.close()

@@ -4,6 +4,7 @@ from agent.config import RunConfig, Target
 from agent.ledger import Ledger
 from agent.playbook import dumps, parse
 from agent.playbook_record import from_run
+from agent.records import Result
 
 BASE = {"framework": "sglang", "weights": "bf16", "parallel": {"tp": 8, "dp": 1, "ep": False}, "flags": {},
         "env": {}, "patches": [], "moe_configs": []}
@@ -17,7 +18,7 @@ def ledger(tmp_path, *kept: tuple[str, str, dict, str | None]) -> Ledger:
         t = led.add_trial(phase=phase, kind=kind, description=f"{phase} {kind}", candidate=cand,
                           incumbent_id=prev, patch_id=pid)
         led.start_trial(t)
-        led.finish_trial(t, verdict="kept", reason=f"kept {t}")
+        led.finish_trial(t, Result(verdict="kept", code="gain", reason=f"kept {t}"))
         prev = t
     return led
 

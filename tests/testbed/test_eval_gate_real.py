@@ -74,7 +74,7 @@ def _assert_rejected_by_evals(out: dict, t: dict, led, task: str):
     # ... and the verdict names the eval and the drop, in the numbers it was decided on.
     assert f"{task} {ev['incumbent']:.3f}->{ev['candidate']:.3f}" in t["reason"], t["reason"]
     assert f"{ev['gap'] * 100:+.1f} pts" in t["reason"], t["reason"]
-    best = led.trial(led.meta("incumbent"))["candidate"]
+    best = led.trial(led.incumbent())["candidate"]
     assert best["flags"]["--max-num-seqs"] == 1 and out["best"]["flags"] == best["flags"]  # never deployed
 
 

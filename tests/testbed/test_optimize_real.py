@@ -80,8 +80,8 @@ def test_every_verdict_is_the_measured_numbers(run):
         # gives the recorded verdict: nothing but measured numbers decided it.
         assert t["numbers"]["candidate"] == pytest.approx([objective_value(m, "knee") for m in cand])
         v = decide(inc, cand, "knee", gate)
-        assert {"keep": "kept", "revert": "reverted"}[v["decision"]] == t["verdict"], (v, t["reason"])
-        assert v["reason"] == t["reason"]
+        assert {"keep": "kept", "revert": "reverted"}[v.decision] == t["verdict"], (v, t["reason"])
+        assert v.reason == t["reason"] and v.code == t["reason_code"]
         if t["incumbent_id"] is None:  # the baseline, kept on its own numbers with its evals
             assert set(cand[0]["evals"]) == {"longctx", "qa"} and all(len(x) == 10 for x in cand[0]["evals"].values())
         else:
@@ -100,6 +100,6 @@ def test_changes_that_do_not_measure_better_are_reverted(run):
         if t["verdict"] == "kept":  # a kept change beat the noise: its worst repeat over the incumbent's best
             assert n["gain"] > n["noise"] and min(n["candidate"]) > max(n["incumbent"]), t["reason"]
     assert any(t["verdict"] == "reverted" for t in trials)
-    best = led.trial(led.meta("incumbent"))["candidate"]
+    best = led.trial(led.incumbent())["candidate"]
     assert all(t["candidate"] != best for t in trials if t["verdict"] == "reverted")  # reverted means not deployed
     assert out["best"]["flags"] == best["flags"]
