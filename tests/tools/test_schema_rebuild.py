@@ -19,47 +19,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
 
-from sandboxes.testbed import paths
 from tools.frameworks.schemas import generate
 
 from tests.conftest import REPO
+from tests.tools import wheels
 
 WHEEL_TARGETS = [f"{f}-{v}" for f, v in generate.WHEELS]
 
 
-def wheel_cache():
-    return paths.root() / "wheels"
-
-
-def index_unreachable() -> str | None:
-    """Why the package index cannot be reached, or None when it answers."""
-    url = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/").rstrip("/") + "/pip/"
-    try:
-        urllib.request.urlopen(url, timeout=10).close()
-    except (urllib.error.URLError, OSError) as e:
-        return f"the package index {url} is not reachable ({getattr(e, 'reason', e)})"
-    return None
-
-
 def check(target: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tools.frameworks.schemas.generate", "--check",
-                           "--wheel-cache", str(wheel_cache()), target], capture_output=True, text=True,
+                           "--wheel-cache", str(wheels.cache()), target], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, **env}, timeout=900)
 
 
 @pytest.mark.parametrize("target", WHEEL_TARGETS)
 def test_schema_rebuilt_from_the_wheel_equals_the_shipped_one(target):
     fw, version = target.split("-", 1)
-    needed = [generate.WHEELS[fw, version], *generate.REAL_DEPS]
-    if any(generate.cached_wheel(spec, wheel_cache()) is None for spec in needed):
-        why = index_unreachable()
-        if why:
-            pytest.skip(f"{why}; {target} was not rebuilt (its wheel is not in {wheel_cache()})")
+    wheels.need(generate.WHEELS[fw, version], *generate.REAL_DEPS)
     r = check(target, PYTHONHASHSEED="random")  # the dump must not depend on set order
     assert f"{target}: same as" in r.stdout and r.returncode == 0, r.stdout + r.stderr[-3000:]
 
