@@ -84,6 +84,17 @@ class Measure(Strict):
     harness: str = "inferloop"
 
 
+class LLMBounds(Strict):
+    """How long the LLM planner may wait on its API (agent/planners/llm_bounds.py): a hung server
+    costs at most breaker_after x decision_timeout_s in a whole run, then the built-in planner decides."""
+    connect_timeout_s: float = Field(10.0, gt=0, le=600)
+    timeout_s: float = Field(60.0, gt=0, le=3600)  # read timeout of one call
+    decision_timeout_s: float = Field(120.0, gt=0, le=DAY)  # all calls and retries of one decision
+    retries: int = Field(3, ge=0, le=20)  # of a transient error (429, 5xx, timeout), within the deadline
+    breaker_after: int = Field(2, ge=1, le=1000)  # consecutive decisions the API could not answer
+    breaker_cooldown_s: float | None = Field(None, gt=0, le=YEAR)  # None: stop calling it for the rest of the run
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     target: Target
@@ -101,6 +112,7 @@ class RunConfig(BaseModel):
     seed: int = Field(0, ge=0, le=SEED_MAX)
     planner: str = "builtin"
     llm_model: str | None = None  # the model OPENAI_BASE_URL serves (--planner llm|hybrid); never a key
+    llm: LLMBounds = LLMBounds()
     notes: list[str] = []  # what check() chose for the user (e.g. a default workload shrunk to fit), and why
 
     def check(self) -> "RunConfig":

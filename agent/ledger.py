@@ -113,6 +113,18 @@ class Ledger:
             raise
         return out
 
+    def atomic(self, write):
+        """write() in one transaction: a kill between its inserts leaves none of them (a patch row
+        without its trial made the resumed run number its next patch one higher, issue 13)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            out = write()
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return out
+
     def save_ground(self) -> None:
         """After work that is never redone on resume (a MoE tuning run), keep the clock it spent."""
         self._with_ground(lambda: None)

@@ -143,6 +143,14 @@ def propose(rt: Runtime, state: dict) -> dict:
     p: Proposal = rt.planner.propose(plan_context(rt, inc))
     if p.kind == "stop":
         return {"route": "record", "stop_reason": p.description}
+    tid = led.atomic(lambda: _add_trial(rt, p, inc))  # its patch row and the trial, or neither
+    review_gate.gate(led, cfg, tid)
+    rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
+    return _route_for(rt, led.trial(tid))
+
+
+def _add_trial(rt: Runtime, p: Proposal, inc: int | None) -> int:
+    led = rt.ledger
     pid = None
     cand = p.candidate
     if p.kind == "patch":
@@ -160,11 +168,8 @@ def propose(rt: Runtime, state: dict) -> dict:
         cand = c.model_copy(update={"patches": [*c.patches, pid]}).model_dump(mode="json")
         (rt.run_dir / "patches").mkdir(exist_ok=True)
         (rt.run_dir / "patches" / f"{pid}.diff").write_text(p.patch.diff)
-    tid = led.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
-                        candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
-    review_gate.gate(led, cfg, tid)
-    rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
-    return _route_for(rt, led.trial(tid))
+    return led.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
+                         candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
 
 
 def _workload_refused(trials: list[dict], inc: int | None) -> str | None:

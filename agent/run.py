@@ -70,7 +70,8 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
     if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
         from agent.planners.hybrid import make_planner
         planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
-                               progress=progress, scope=ground.planner_scope if ground else None)
+                               progress=progress, scope=ground.planner_scope if ground else None,
+                               **cfg.llm.model_dump())
     return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=ledger, sandbox=sandbox,
                          planner=planner, suite=suite, card=card, hw=hw, progress=progress or (lambda s: None))
 

@@ -4,10 +4,11 @@ It works with OpenAI and with any local server that speaks the API (vLLM, sglang
 client reads OPENAI_BASE_URL / OPENAI_API_KEY, the model is `--llm-model`. Each decision is one
 short conversation: a summary of the run, read-only tools (logs, source, ledger, model card,
 hardware, flag schema; see llm_tools.py), and it must end with a proposal tool. Bounded: at most
-`max_turns` model calls and `max_tokens` tokens per decision. Transient API errors (429, 5xx,
-timeouts, connection) are retried with exponential backoff; when the API stays unavailable, or the
-model gives no valid proposal within its bounds, the built-in planner decides instead and the
-proposal says so. Token use and cost of every decision are recorded (ledger events, kind "llm").
+`max_turns` model calls and `max_tokens` tokens per decision, and in time (llm_bounds.py: connect and
+read timeouts per call, a deadline per decision, and a breaker that stops calling an API that failed
+`breaker_after` decisions in a row). Transient API errors (429, 5xx, timeouts, connection) are retried
+with exponential backoff within the deadline; when the API stays unavailable, or the model gives no
+valid proposal within its bounds, the built-in planner decides instead and the proposal says so. Token use and cost of every decision are recorded (ledger events, kind "llm").
 
 The model's words never approve anything: a patch it proposes goes to the review node like any
 other, and text it read from logs or source reaches it marked as untrusted data.
@@ -20,6 +21,7 @@ import time
 from typing import Callable
 
 from agent.planners.base import PHASES, PlanContext, Proposal
+from agent.planners.llm_bounds import Breaker, Deadline, TimedOut, call_within
 from agent.planners.llm_tools import PROPOSAL_TOOLS, TOOLS, ToolBox, ToolError
 
 SYSTEM = """You are the planning step of inferloop, an agent that makes an LLM inference deployment \
@@ -57,9 +59,10 @@ class LLMPlanner:
     def __init__(self, *, model: str, fallback=None, client=None, base_url: str | None = None,
                  api_key: str | None = None, run_dir=None, max_turns: int = 8, max_tokens: int = 60_000,
                  max_output_tokens: int = 2048, retries: int = 3, backoff_s: float = 1.0, timeout_s: float = 60.0,
-                 price_per_mtok: tuple[float, float] | None = None,
+                 connect_timeout_s: float = 10.0, decision_timeout_s: float = 120.0, breaker_after: int = 2,
+                 breaker_cooldown_s: float | None = None, price_per_mtok: tuple[float, float] | None = None,
                  record: Callable[[dict], None] | None = None, notify: Callable[[str], None] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
         if fallback is None:
             from agent.planners.builtin import BuiltinPlanner
             fallback = BuiltinPlanner()
@@ -68,7 +71,10 @@ class LLMPlanner:
         self._key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._client = client
         self.max_turns, self.max_tokens, self.max_output_tokens = max_turns, max_tokens, max_output_tokens
-        self.retries, self.backoff_s, self.timeout_s = retries, backoff_s, timeout_s
+        self.retries, self.backoff_s, self.timeout_s = retries, backoff_s, timeout_s  # timeout_s: read, per call
+        self.connect_timeout_s, self.decision_timeout_s = connect_timeout_s, decision_timeout_s
+        self.breaker = Breaker(breaker_after, breaker_cooldown_s, clock)
+        self.clock = clock
         self.price = price_per_mtok if price_per_mtok is not None else _env_price()
         self.record = record or (lambda e: None)
         self.notify = notify or (lambda s: None)
@@ -98,17 +104,24 @@ class LLMPlanner:
     # ---- one decision ----------------------------------------------------------------------------
     def ask(self, ctx: PlanContext, *, question: str, focus: int | None = None) -> tuple[Proposal | None, str]:
         """One bounded conversation. Returns (proposal, "") or (None, why there is none)."""
+        if not self.breaker.allows():
+            why = self.breaker.reason()
+            self.record({"planner": "llm", "model": self.model, "focus_trial": focus, "turns": 0, "calls": 0,
+                         "prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "cost_usd": 0.0, "tools": [],
+                         "outcome": f"skipped: {why}"})
+            return None, why
+        deadline = Deadline(self.decision_timeout_s, self.clock)
         box = ToolBox(ctx, run_dir=self.run_dir, focus=focus, secrets=(self._key or "",))
         messages: list[dict] = [{"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": situation(ctx, question, focus)}]
-        use = {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
+        use = {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0, "calls": 0}
         outcome, proposal = "", None
         try:
             for turn in range(1, self.max_turns + 1):
                 if use["prompt_tokens"] + use["completion_tokens"] >= self.max_tokens:
                     outcome = f"used its token budget ({self.max_tokens}) without a valid proposal"
                     break
-                msg = self._chat(messages, use)
+                msg = self._chat(messages, use, deadline)
                 calls = list(msg.tool_calls or [])
                 messages.append(_assistant(msg))
                 if not calls:
@@ -126,13 +139,16 @@ class LLMPlanner:
                     break
             else:
                 outcome = f"gave no valid proposal within {self.max_turns} turns"
+            self.breaker.succeeded()
         except LLMUnavailable as e:
             outcome = f"could not be reached ({self._scrub(str(e))})"
+            if self.breaker.failed(outcome):
+                self.notify(f"  LLM planner: {self.breaker.reason()}; the built-in planner decides meanwhile")
         cost = None
         if self.price is not None:
             cost = round(use["prompt_tokens"] * self.price[0] / 1e6 + use["completion_tokens"] * self.price[1] / 1e6, 6)
         self.record({"planner": "llm", "model": self.model, "focus_trial": focus, "turns": sum(
-            1 for m in messages if m["role"] == "assistant"), "prompt_tokens": use["prompt_tokens"],
+            1 for m in messages if m["role"] == "assistant"), "calls": use["calls"], "prompt_tokens": use["prompt_tokens"],
             "completion_tokens": use["completion_tokens"], "retries": use["retries"], "cost_usd": cost,
             "tools": box.calls, "outcome": outcome})
         if proposal is None:
@@ -161,18 +177,32 @@ class LLMPlanner:
             import openai
             try:
                 self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key, max_retries=0,
-                                             timeout=self.timeout_s)
+                                             timeout=self._timeout(self.timeout_s))
             except openai.OpenAIError as e:
                 raise LLMUnavailable(f"no OpenAI client: {e}") from None
         return self._client
 
-    def _chat(self, messages: list[dict], use: dict):
+    def _timeout(self, left: float):
+        import httpx
+        return httpx.Timeout(min(self.timeout_s, left), connect=min(self.connect_timeout_s, left))
+
+    def _chat(self, messages: list[dict], use: dict, deadline: Deadline):
         last: Exception | None = None
+
+        def late() -> LLMUnavailable:
+            tail = f"; last: {type(last).__name__}: {last}" if last is not None else ""
+            return LLMUnavailable(f"no answer within the decision's deadline of {deadline.seconds:g} s{tail}")
+
         for attempt in range(self.retries + 1):
+            left = deadline.left()
+            if left <= 0:
+                raise late()
+            client = self.client()
+            use["calls"] += 1
             try:
-                r = self.client().chat.completions.create(
+                r = call_within(lambda: client.chat.completions.create(
                     model=self.model, messages=messages, tools=TOOLS, tool_choice="auto",
-                    max_tokens=self.max_output_tokens, timeout=self.timeout_s)
+                    max_tokens=self.max_output_tokens, timeout=self._timeout(left)), left)
                 if r.usage is not None:
                     use["prompt_tokens"] += r.usage.prompt_tokens or 0
                     use["completion_tokens"] += r.usage.completion_tokens or 0
@@ -181,13 +211,18 @@ class LLMPlanner:
                 return r.choices[0].message
             except LLMUnavailable:
                 raise
+            except TimedOut:
+                raise late() from None
             except Exception as e:  # noqa: BLE001
                 if not _retryable(e):
                     raise LLMUnavailable(f"{type(e).__name__}: {e}") from None
                 last = e
             if attempt < self.retries:
+                pause = self.backoff_s * 2 ** attempt
+                if pause >= deadline.left():
+                    raise late()
                 use["retries"] += 1
-                self.sleep(self.backoff_s * 2 ** attempt)  # backoff between attempts, not a race fix
+                self.sleep(pause)  # backoff between attempts, not a race fix
         raise LLMUnavailable(f"{type(last).__name__} after {self.retries + 1} attempts: {last}")
 
     def _scrub(self, s: str) -> str:

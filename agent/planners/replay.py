@@ -192,7 +192,8 @@ class ReplayPlanner:
         if inc is None:
             self.note(s.id, "skipped: there is no incumbent configuration to change")
             return None, False
-        why = f"{s.description}; {_evidence_text(s)}" + (f"; adapted: {', '.join(a.notes)}" if a.notes else "")
+        def why() -> str:  # after build_candidate, whose renamed flags (issue 14) are notes too
+            return f"{s.description}; {_evidence_text(s)}" + (f"; adapted: {', '.join(a.notes)}" if a.notes else "")
         if s.kind == "moe_tune":
             warn = s.when.after_diagnosis
             if warn and warn not in {d["kind"] for d in (ctx.incumbent or {}).get("diagnoses") or []}:
@@ -204,7 +205,7 @@ class ReplayPlanner:
             shape = ", ".join(f"{k}={v}" for k, v in a.moe_shape.items())
             return Proposal(kind="moe_tune", phase=s.phase, candidate=inc.model_dump(mode="json"),
                             description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")),
-                            rationale=why), False
+                            rationale=why()), False
         c = build_candidate(inc, a)
         if c.key() == inc.key():
             self.note(s.id, "skipped: the incumbent already has this configuration" +
@@ -221,7 +222,7 @@ class ReplayPlanner:
         what = s.description
         if a.patches:
             what = f"{s.description}: first without the patch (the recorded run saw {s.when.after_diagnosis or 'a failure'} here)"
-        return Proposal(kind="config", phase=s.phase, description=tag(s.id, what), rationale=why,
+        return Proposal(kind="config", phase=s.phase, description=tag(s.id, what), rationale=why(),
                         candidate=c.model_dump(mode="json")), False
 
     def _continue(self, ctx: PlanContext, s, ts: list[dict]) -> tuple[Proposal | None, bool]:

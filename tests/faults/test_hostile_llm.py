@@ -5,10 +5,12 @@ bounded, nothing it proposed runs unreviewed, and the key reaches no file of the
 import json
 import time
 
+from agent.config import LLMBounds
 from agent.run import start
 from agent.ledger import Ledger
 from agent.review_gate import REVIEW_FIX
 from tests.faults.runner import config
+from tests.planners.hung_server import HungServer
 from tests.planners.scripted_openai import ScriptedOpenAI, reply, tool_results
 
 KEY = "sk-hostile-test-key-0123456789"
@@ -42,3 +44,23 @@ def test_hostile_llm_is_bounded_reviewed_and_kept_away_from_secrets(tmp_path, mo
         if f.is_file():
             assert KEY.encode() not in f.read_bytes(), f
     assert KEY not in json.dumps(led.events())
+
+
+def test_a_hung_llm_server_is_switched_off_and_the_run_goes_on(tmp_path, monkeypatch):
+    """Issue 13 item 14: a server that accepts and never answers cost 245 s on every decision. With
+    the run's bounds (--config `llm:`), it costs breaker_after decisions x (retries + 1) calls, each
+    ended by the read timeout; then the built-in planner decides every step and says why."""
+    bounds = LLMBounds(timeout_s=0.2, retries=1, breaker_after=2)
+    with HungServer() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        cfg = config("trials").model_copy(update={"planner": "llm", "llm_model": "scripted", "llm": bounds})
+        out = start(cfg, tmp_path / "run")
+    assert out["status"] == "done"
+    led = Ledger(tmp_path / "run")
+    asked = [json.loads(e["message"]) for e in led.events() if e["kind"] == "llm"]
+    assert srv.calls == 4 and [e["calls"] for e in asked[:2]] == [2, 2]  # all the waiting there was
+    off = "stopped calling the API for the rest of the run after 2 consecutive decisions"
+    assert len(asked) > 3 and all(e["outcome"].startswith(f"skipped: {off}") and e["calls"] == 0 for e in asked[2:])
+    later = led.trials()[3:]
+    assert len(led.trials()) >= 8 and all(off in t["rationale"] for t in later)

@@ -98,3 +98,31 @@ def test_a_start_killed_before_its_config_was_recorded(tmp_path, agent):
     assert r.returncode == 2 and "before its configuration was recorded" in r.stderr and "Traceback" not in r.stderr
     out = start(config("one"), tmp_path / "r")  # ... and the same directory can simply be started again
     assert out["status"] == "done"
+
+
+KILL_AFTER_PATCH_ROW = """
+import os, signal, sys
+from pathlib import Path
+from agent.ledger import Ledger
+from agent.run import start
+from tests.faults.runner import config
+add_patch = Ledger.add_patch
+def killed_after(self, **kw):
+    out = add_patch(self, **kw)
+    if kw.get("trial_id") is None:  # a proposed patch (review records name their trial)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+Ledger.add_patch = killed_after
+start(config("trials"), Path(sys.argv[1]))
+"""
+
+
+def test_a_kill_between_a_patch_and_its_trial_leaves_neither(reference, tmp_path):
+    """kill -9 right after the first proposed patch's row was written, before its trial's: the
+    resumed run numbers its patches as the uninterrupted one did (an orphan row made it p03 for p02)."""
+    run_dir = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-c", KILL_AFTER_PATCH_ROW, str(run_dir)], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == -9, p.stderr[-3000:]
+    _finish(run_dir)
+    assert signature(run_dir) == reference

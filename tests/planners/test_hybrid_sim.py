@@ -133,7 +133,11 @@ def test_llm_planner_with_the_api_down_runs_on_the_builtin_planner_and_says_so(t
     led = Ledger(d)
     later = led.trials()[1:]
     assert out["status"] == "done" and len(later) == 3
-    assert all(t["rationale"].startswith("[built-in planner, because the LLM planner could not be reached") for t in later)
+    # two decisions try it (3 attempts each), then the breaker (breaker_after 2) stops calling it
+    assert all(t["rationale"].startswith("[built-in planner, because the LLM planner could not be reached") for t in later[:2])
+    assert later[2]["rationale"].startswith("[built-in planner, because the LLM planner stopped calling the API "
+                                            "for the rest of the run after 2 consecutive decisions")
     ev = [json.loads(e["message"]) for e in led.events() if e["kind"] == "llm"]
-    assert len(ev) == 3 and all(e["retries"] == 2 and "InternalServerError" in e["outcome"] for e in ev)
-    assert len(srv.requests) == 9 and any("built-in planner decides" in s for s in said)
+    assert len(ev) == 3 and all(e["retries"] == 2 and "InternalServerError" in e["outcome"] for e in ev[:2])
+    assert ev[2]["calls"] == 0 and ev[2]["outcome"].startswith("skipped: stopped calling the API")
+    assert len(srv.requests) == 6 and any("built-in planner decides" in s for s in said)

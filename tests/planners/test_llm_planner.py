@@ -146,3 +146,55 @@ def test_a_turned_down_patch_is_not_proposed_again(tmp_path):
         prop = planner(srv.base_url, run_dir=tmp_path / "run")[0].propose(ctx2)
     assert "turned down before: wrong layer" in tool_results(srv.requests[4])[-1]
     assert prop.kind == "stop"
+
+
+# ---- time bounds (issue 13: a hung server cost 245 s per decision) ---------------------------------
+def test_a_hung_server_is_given_up_on_after_two_decisions_for_the_rest_of_the_run(ctx):
+    from tests.planners.hung_server import HungServer
+    with HungServer() as srv:
+        p, events, said = planner(srv.base_url, timeout_s=0.2, retries=1, breaker_after=2)
+        props = [p.propose(ctx) for _ in range(4)]
+    # 2 decisions x 2 attempts reached the server, each ended by its 0.2 s read timeout; none after
+    assert srv.calls == 4 and all(r.startswith(b"POST /v1/chat/completions") for r in srv.requests)
+    assert [e["calls"] for e in events] == [2, 2, 0, 0]
+    assert all("could not be reached (APITimeoutError" in e["outcome"] for e in events[:2])
+    off = "stopped calling the API for the rest of the run after 2 consecutive decisions in which it could not answer"
+    assert all(e["outcome"].startswith(f"skipped: {off}") for e in events[2:])
+    assert all(x.rationale.startswith(f"[built-in planner, because the LLM planner {off}") for x in props[2:])
+    assert sum(off in s for s in said) == 3  # said once when it switched off, then once per skipped decision
+
+
+def test_the_decision_deadline_ends_a_call_whose_server_trickles(ctx):
+    from tests.planners.hung_server import HungServer
+    # every read gets a byte within 0.05 s, so the 5 s read timeout never fires: only the deadline can
+    with HungServer(trickle=True) as srv:
+        p, events, _ = planner(srv.base_url, timeout_s=5.0, decision_timeout_s=0.5, retries=3)
+        prop = p.propose(ctx)
+    assert srv.calls == 1 and events[0]["calls"] == 1
+    assert srv.dripped[0] < srv.drops  # the decision ended while the server was still answering
+    assert "no answer within the decision's deadline of 0.5 s" in events[0]["outcome"]
+    assert "could not be reached" in prop.rationale
+
+
+def test_after_its_cool_down_the_breaker_lets_one_decision_probe_the_api(ctx):
+    now = [0.0]
+    script = [status(401), status(401), reply([("stop", {"reason": "back"})]), status(401)]
+    with ScriptedOpenAI(script) as srv:
+        p, events, _ = planner(srv.base_url, breaker_after=2, breaker_cooldown_s=100.0, clock=lambda: now[0])
+        first = [p.propose(ctx) for _ in range(3)]  # two failures switch it off; the third is not sent
+        assert len(srv.requests) == 2 and "stopped calling the API for 100 s" in first[2].rationale
+        now[0] = 100.0
+        back = p.propose(ctx)  # the probe succeeds: closed again
+        again = p.propose(ctx)  # a failure after a success does not switch it off at once
+    assert "back" in back.rationale and len(srv.requests) == 4
+    assert "could not be reached" in again.rationale and p.breaker.allows()
+
+
+def test_a_failed_probe_switches_the_api_off_again():
+    from agent.planners.llm_bounds import Breaker
+    now = [0.0]
+    b = Breaker(3, cooldown_s=10.0, clock=lambda: now[0])
+    assert not b.failed("a") and not b.failed("b") and b.failed("c") and not b.allows()
+    now[0] = 10.0
+    assert b.allows()  # the probe
+    assert b.failed("d") and not b.allows() and "last: d" in b.reason()

@@ -70,6 +70,12 @@ def test_glm_replay_reaches_the_same_best_in_a_third_of_the_trials(shipped, tmp_
     assert {o["outcome"] for o in out["steps"]} == {"carried"}, out["steps"]
     new = pbm.load(tmp_path / "r" / "playbook.yaml")
     assert new.replayed_from == shipped.name and len(new.steps) == len(shipped.steps)
+    # issue 14: the playbook was recorded on sglang 0.5.12's --cuda-graph-max-bs; the sim's default,
+    # 0.5.23, split it, and the replay says which name it launched instead, in the trial's record
+    t = next(t for t in Ledger(tmp_path / "r").trials() if "--cuda-graph-max-bs-decode" in t["candidate"]["flags"])
+    assert "--cuda-graph-max-bs" not in t["candidate"]["flags"]
+    assert "adapted: --cuda-graph-max-bs -> --cuda-graph-max-bs-decode (sglang 0.5.23 has no --cuda-graph-max-bs" \
+        in t["rationale"], t["rationale"]
 
 
 @pytest.mark.slow

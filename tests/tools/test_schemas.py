@@ -61,15 +61,56 @@ def test_planner_search_space_parses(name, version):
 
 
 @pytest.mark.parametrize("name,version", VERSIONS)
-def test_speculative_and_fix_catalogue_flags_parse(name, version):
+def test_speculative_flags_parse(name, version):
     fw = frameworks.get(name, version)
     sets = [f for mtp in (True, False) for f, _ in spec_flag_sets(fw, mtp)]
     if name != "atom":
         assert sets, f"{fw.label} can express speculative decoding"
-    # the fix catalogue's flag fixes (agent/planners/fixes.py), where the version has the flag
-    sets += [{k: v} for k, v in (("--mem-fraction-static", 0.9), ("--gpu-memory-utilization", 0.95)) if k in fw.flags]
     for flags in sets:
         assert launches_or_refused(fw, Candidate(framework=name, flags=flags)) == "ok", flags
+
+
+# One diagnosis of each kind the fix catalogue answers with flags (agent/planners/fixes.py), as the
+# frameworks' log parsers report them; patch fixes change source, not argv.
+CATALOGUE_DIAGNOSES = [
+    {"kind": "oom", "evidence": ["torch.OutOfMemoryError: try to increase --mem-fraction-static or "
+                                 "--gpu-memory-utilization"], "details": {}},
+    {"kind": "startup_memory", "details": {"free_fraction": 0.5, "requested": 0.92, "free_gib": 40.0, "total_gib": 80.0}},
+    {"kind": "bad_flag", "details": {"flag": "--no-such-flag"}},
+]
+
+
+@pytest.mark.parametrize("name,version", VERSIONS)
+def test_fix_catalogue_flags_parse(name, version):
+    from agent.planners.fixes import fixes_for
+    from tools.hardware import get_hardware
+    from tools.models import get_model
+    fw = frameworks.get(name, version)
+    fixed = []
+    for d in CATALOGUE_DIAGNOSES:  # each fix on the candidate whose launch it answers
+        failed = Candidate(framework=name, flags={"--no-such-flag": "1"} if d["kind"] == "bad_flag" else {})
+        for f in fixes_for([d], failed, card=get_model("glm-5.2"), hw=get_hardware("mi355x"), tree=None, framework=fw):
+            assert f.kind == "flags"
+            flags = {k: v for k, v in {**failed.flags, **f.flags}.items() if v is not None}
+            assert launches_or_refused(fw, Candidate(framework=name, flags=flags)) == "ok", (f.name, flags)
+            fixed.append(f.name)
+    assert "drop_bad_flag" in fixed
+    if name in ("sglang", "vllm"):
+        assert "more_memory_fraction" in fixed, f"{fw.label}: the OOM fix"
+    if name == "vllm":
+        assert "less_memory_utilization" in fixed
+
+
+@pytest.mark.parametrize("version", schemas.versions("vllm"))
+def test_the_testbed_serving_modes_parse(version):
+    """The shipped configuration of a real run: the testbed's serving modes (sandboxes/testbed/mode.py)
+    and its context length, which every real-server test and the first real run launch with."""
+    from sandboxes.testbed.mode import MODES
+    from sandboxes.testbed.serve import MAX_MODEL_LEN
+    fw = frameworks.get("vllm", version)
+    for mode, flags in MODES:
+        c = Candidate(framework="vllm", flags={"--max-model-len": MAX_MODEL_LEN, **flags})
+        assert launches_or_refused(fw, c) == "ok", mode
 
 
 @pytest.mark.parametrize("name,version", VERSIONS)
@@ -85,32 +126,51 @@ def test_planners_search_only_flags_the_version_has(name, version):
         assert fw.flags["--cuda-graph-max-bs"].search
 
 
-def playbook_steps():
-    """(framework, step) for every step that sets flags; a step without `framework` is on the
-    framework of the step before it."""
-    doc = yaml.safe_load((REPO / "playbooks/glm-5.2-mi355x.yaml").read_text())
-    out, cur = [], None
-    for s in doc["steps"]:
-        cur = s.get("framework") or cur
-        if cur in frameworks.NAMES and s.get("flags"):
-            out.append((cur, s))
+SHIPPED_PLAYBOOKS = sorted((REPO / "playbooks").glob("*.yaml"))
+
+
+def replayed_candidates(path):
+    """(step id, candidate) after every step of a shipped playbook, adapted to the model and node it
+    was recorded on and accumulated as a replay builds them (flags, parallelism, framework), flags
+    as recorded: each version's translation is applied by the test."""
+    from agent import playbook as pbm
+    from tools.hardware import get_hardware
+    from tools.models import get_model
+    pb = pbm.load(path)
+    card, hw = get_model(pb.source.model), get_hardware(pb.source.hw)
+    out, c = [], None
+    for step in pb.steps:
+        a = pbm.adapt(step, card, hw)
+        assert a.skip is None, (step.id, a.skip)  # on its own model and node every step applies
+        if c is None or (a.framework and a.framework != c.framework):
+            c = Candidate(framework=a.framework or c.framework, weights=a.weights or (c.weights if c else "bf16"),
+                          parallel=a.parallel or (c.parallel if c else Parallel()))
+        flags = {k: v for k, v in {**c.flags, **(a.flags or {})}.items() if v is not None}
+        c = c.model_copy(update={"flags": flags, "parallel": a.parallel or c.parallel, "weights": a.weights or c.weights})
+        out.append((step.id, c))
     return out
+
+
+def test_every_shipped_playbook_is_checked():
+    assert SHIPPED_PLAYBOOKS and all(replayed_candidates(p) for p in SHIPPED_PLAYBOOKS)
 
 
 @pytest.mark.parametrize("name,version", VERSIONS)
 def test_playbook_steps_parse_after_translation_or_are_refused(name, version):
     fw = frameworks.get(name, version)
-    outcomes = {}
-    for fw_name, s in playbook_steps():
-        if fw_name != name:
-            continue
-        flags = {k: v for k, v in s["flags"].items() if v is not None and "{" not in str(v)}
-        flags, notes = fw.translate(flags)
-        outcomes[s["id"]] = (launches_or_refused(fw, Candidate(framework=name, flags=flags)), notes)
+    outcomes, notes = {}, []
+    for path in SHIPPED_PLAYBOOKS:
+        for sid, c in replayed_candidates(path):
+            if c.framework != name:
+                continue
+            flags, n = fw.translate(c.flags)
+            notes += n
+            outcomes[f"{path.name}:{sid}"] = launches_or_refused(fw, c.model_copy(update={"flags": flags}))
     if (name, version) == ("sglang", "0.5.23"):
-        translated = [n for _, ns in outcomes.values() for n in ns]
-        assert any(n.startswith("--cuda-graph-max-bs -> --cuda-graph-max-bs-decode") for n in translated)
-        assert all(o == "ok" for o, _ in outcomes.values()), outcomes
+        assert any(n.startswith("--cuda-graph-max-bs -> --cuda-graph-max-bs-decode") for n in notes)
+    # every step the shipped playbooks take on this framework launches on every supported version
+    assert all(o == "ok" for o in outcomes.values()), outcomes
+    assert outcomes or name == "atom", f"{fw.label}: the shipped playbooks have steps on it"
 
 
 def test_real_parser_semantics_per_version():

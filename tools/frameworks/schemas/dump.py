@@ -89,8 +89,11 @@ def action_entry(a: argparse.Action, deprecated_set=(), registered=None) -> dict
                 ("store_false" if a.const is False or a.default is True else "store_true")
         else:
             kind = "store"
+    choices = a.choices
+    if isinstance(choices, (set, frozenset)):  # its order changes with PYTHONHASHSEED (sglang's sampling backends)
+        choices = sorted(choices, key=repr)
     e = {"options": options, "negatives": negatives, "dest": a.dest, "action": kind, "action_class": cls,
-         "type": converter(a.type), "choices": jsonable(list(a.choices)) if a.choices is not None else None,
+         "type": converter(a.type), "choices": jsonable(list(choices)) if choices is not None else None,
          "default": jsonable(a.default if a.default is not argparse.SUPPRESS else None),
          "nargs": a.nargs, "const": jsonable(a.const), "required": bool(a.required), "help": first[:300],
          "deprecated": deprecated}
