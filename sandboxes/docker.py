@@ -13,6 +13,7 @@ import atexit
 import io
 import json
 import secrets
+import shutil
 import subprocess
 import tarfile
 import threading
@@ -151,25 +152,28 @@ class DockerSandbox:
         key = (image.id, framework)
         if key not in self._versions:
             label = (image.labels or {}).get(VERSION_LABEL + framework)
-            if label:
-                self._versions[key] = label
-            else:
-                try:
-                    out = self.client.containers.run(image.id, command=[self.python, "-c", _VERSION_CODE,
-                                                     _PKG.get(framework, framework)], remove=True, network_mode="none")
-                    text = (out.decode() if isinstance(out, bytes) else str(out)).strip()
-                    self._versions[key] = text.splitlines()[-1] if text else None
-                except Exception:  # no such python in the image: validate against the newest schema
-                    self._versions[key] = None
+            self._versions[key] = label or self.probe_version(image.id, framework)
         return self._versions[key]
+
+    def probe_version(self, image_id: str, framework: str) -> str | None:
+        """The framework distribution's version as the image's own Python reports it (no import)."""
+        try:
+            out = self.client.containers.run(image_id, command=[self.python, "-c", _VERSION_CODE,
+                                             _PKG.get(framework, framework)], remove=True, network_mode="none")
+        except Exception:  # no such python in the image: argv is validated against the newest schema
+            return None
+        text = (out.decode() if isinstance(out, bytes) else str(out)).strip()
+        return text.splitlines()[-1] if text else None
 
     def gpu_kwargs(self) -> dict:
         if self.gpu == "rocm":
             return {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"], "group_add": ["video"],
                     "security_opt": ["seccomp=unconfined"], "cap_add": ["SYS_PTRACE"], "ipc_mode": "host"}
-        if self.gpu == "nvidia":
-            from docker.types import DeviceRequest
-            return {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])], "ipc_mode": "host"}
+        if self.gpu == "nvidia":  # sglang's docker docs add the ulimits (pinned memory, deep stacks)
+            from docker.types import DeviceRequest, Ulimit
+            return {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])], "ipc_mode": "host",
+                    "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1),
+                                Ulimit(name="stack", soft=67108864, hard=67108864)]}
         return {}
 
     def _mounts(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> tuple[dict, dict]:
@@ -249,7 +253,6 @@ class DockerSandbox:
 
     def _copy_out(self, framework: str, pkg_path: str, tree: Path) -> None:
         if tree.exists():  # a copy cut short by a kill: start it again
-            import shutil
             shutil.rmtree(tree)
         tree.parent.mkdir(parents=True, exist_ok=True)
         c = self.client.containers.create(self.image(framework), command=["true"])
@@ -267,7 +270,8 @@ class DockerSandbox:
         extracted = tree.parent / Path(pkg_path).name
         if extracted != tree:
             extracted.rename(tree)
-        (tree / ".git").mkdir()
+        if (tree / ".git").exists():  # a repository the image happened to hold is not ours to build on
+            shutil.rmtree(tree / ".git")
         git = ["git", "-C", str(tree), "-c", "user.name=inferloop", "-c", "user.email=inferloop@localhost"]
         subprocess.run(git + ["init", "-q"], check=True, capture_output=True, timeout=600)
         (tree / ".git" / "info").mkdir(exist_ok=True)

@@ -27,7 +27,7 @@ from sandboxes.testbed import paths
 
 REPO_NAME = "inferloop-testbed"
 SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
-PACKAGES = ["python3"]  # python3.11, the ABI the testbed venv's wheels were built for (cp311)
+PACKAGES = ["python3", "libnuma1"]  # python3.11: the ABI of the venv's wheels (cp311); vllm/_C*.so links libnuma
 PY = "python3.11"
 VENV = "/opt/venv"
 VERSION_LABEL = "org.inferloop.version."  # + framework: the version the image serves (the sandbox reads it)
@@ -99,6 +99,10 @@ def _make_venv(rootfs: Path, base: Path | None) -> None:
     except subprocess.CalledProcessError:  # another filesystem: copy
         shutil.rmtree(lib / "site-packages", ignore_errors=True)
         shutil.copytree(site_packages(base), lib / "site-packages", symlinks=True)
+    # No distribution installs a git repository; one found in a package (an early local sandbox
+    # made the installed vLLM one, 180 MB) is left out. Only the rootfs's links are removed.
+    for repo in (lib / "site-packages").glob("*/.git"):
+        shutil.rmtree(repo)
 
 
 def build(base: Path | None = None, *, say=print) -> str:
@@ -140,7 +144,18 @@ def build(base: Path | None = None, *, say=print) -> str:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     say(f"[testbed-image] {name}: built")
+    _drop_older(name, say)
     return name
+
+
+def _drop_older(name: str, say) -> None:
+    """Images of earlier inputs are never used again: remove them (one in use stays)."""
+    r = subprocess.run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", REPO_NAME],
+                       capture_output=True, text=True, timeout=60)
+    for old in r.stdout.split():
+        if old != name and subprocess.run(["docker", "image", "rm", old], capture_output=True,
+                                          timeout=300).returncode == 0:
+            say(f"[testbed-image] removed {old} (earlier inputs)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -161,6 +161,7 @@ def test_nvidia_bridge_publishes_port_and_requests_gpus(tmp_path):
         assert argv[argv.index("--port") + 1] == "8000" and argv[argv.index("--host") + 1] == "0.0.0.0"
         req = kw["device_requests"][0]
         assert req["Count"] == -1 and req["Capabilities"] == [["gpu"]]
+        assert {(u["Name"], u["Soft"]) for u in kw["ulimits"]} == {("memlock", -1), ("stack", 67108864)}
         assert "devices" not in kw
 
 
