@@ -126,3 +126,6 @@ def test_nothing_left_behind(resumed_run, docker_engine):
     gone = {left.id, victim.id}
     assert not [c for c in docker_engine.containers.list(all=True) if c.id in gone]
     assert not list((run_dir / "procs").glob("*.json"))
+    assert docker_engine.volumes.list(filters={"dangling": True}) == []  # no anonymous volume left over
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert not [g for g in gone if g[:12] in mounts]  # no container filesystem still mounted
