@@ -19,6 +19,7 @@ from agent import playbook as pbm
 from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
+from tools import cli_values
 from agent.replay import replay
 from tools.inert import inert
 
@@ -86,6 +87,8 @@ def register(app: typer.Typer) -> None:
                    hw: str = typer.Option(..., help="hardware profile: mi355x, b200, ..."),
                    backend: str = typer.Option("sim", help="sim | local | docker"),
                    model_path: Optional[str] = typer.Option(None, help="local checkpoint dir (real backends)"),
+                   image: Optional[list[str]] = typer.Option(None, "--image", help="--backend docker: "
+                                                             "FRAMEWORK=IMAGE, repeatable"),
                    python: Optional[str] = typer.Option(None, help="--backend local: the interpreter that has "
                                                         "the framework installed (default: this one)"),
                    config: Optional[str] = typer.Option(None, help="YAML/JSON file of run settings, as for "
@@ -104,7 +107,8 @@ def register(app: typer.Typer) -> None:
         if trials or secs or "budget" not in extra:  # the command line wins over the file
             extra["budget"] = budget_from(trials, secs).model_dump()
         try:  # the playbook's objective is what its evidence measured
-            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python), backend=backend,
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python,
+                                          images=cli_values.images(image)), backend=backend,
                             objective=pb.objective, approve=approve or "ask", seed=seed, **extra)
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {first_error(e)}") from None

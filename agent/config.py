@@ -42,6 +42,7 @@ class Target(BaseModel):
     hw: str
     model_path: str | None = None  # a local checkpoint directory (real backends)
     python: str | None = None  # the interpreter that has the framework installed (local backend)
+    images: dict[str, str] = {}  # framework -> docker image (docker backend: --image FRAMEWORK=IMAGE)
 
 
 class Slo(Strict):
@@ -150,6 +151,8 @@ class RunConfig(BaseModel):
         py = self.target.python
         if py is not None and not (Path(py).is_file() and os.access(py, os.X_OK)):
             raise BadInput(f"--python {py!r} is not an executable file (give the interpreter that has the framework)")
+        if self.target.images and self.backend != "docker":
+            raise BadInput(f"--image is for --backend docker (this run's backend is {self.backend})")
         card, hw = resolve_target(self.target)
         from agent.base_flags import check_base_flags
         check_base_flags(self.base_flags, hw)

@@ -9,7 +9,8 @@ The docker client is injected so tests use a fake that records calls and serves 
 """
 from __future__ import annotations
 
-import io
+import secrets
+import shutil
 import subprocess
 import tarfile
 import time
@@ -18,52 +19,18 @@ from pathlib import Path
 from sandboxes import registry
 from tools.errors import BadInput
 from sandboxes.local import NotSupported
-from tools import frameworks, logs
+from tools import frameworks, logs, procs
 from tools.candidate import Candidate
 from tools.server import RunningServer, free_port, wait_ready
+from sandboxes.containers import ContainerHandle, connect
 
 MODEL_MOUNT = "/inferloop/model"
 MOE_MOUNT = "/inferloop/moe_configs"
 OUT_MOUNT = "/inferloop/out"
 _PKG = {"vllm": "vllm", "sglang": "sglang", "atom": "atom"}
-
-
-class ContainerHandle:
-    """A container as a `tools.server.Handle`: status, logs (mirrored to a file), stop+remove."""
-
-    def __init__(self, container, log_path: Path):
-        self.c, self.log_path = container, log_path
-        self._stopped = False
-
-    def poll(self) -> int | None:
-        try:
-            self.c.reload()
-        except Exception:  # removed behind our back: treat as dead
-            return -1
-        if self.c.status in ("exited", "dead"):
-            return int(self.c.attrs.get("State", {}).get("ExitCode", -1))
-        return None
-
-    def log_text(self) -> str:
-        try:
-            text = self.c.logs(stdout=True, stderr=True).decode(errors="replace")
-        except Exception:
-            return logs.read(self.log_path)
-        self.log_path.write_text(text)
-        return text
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        if self._stopped:
-            return
-        self.log_text()  # keep the last words before the container goes
-        for step in (lambda: self.c.stop(timeout=int(grace_s)), lambda: self.c.remove(force=True)):
-            try:
-                step()
-            except Exception:
-                pass
-        self._stopped = True
-
-
+VERSION_LABEL = "org.inferloop.version."  # + framework: an image may state what it serves (testbed/image.py)
+_VERSION_CODE = ("import importlib.metadata as m, sys; d = m.packages_distributions().get(sys.argv[1]) or []; "
+                 "print(m.version(d[0]) if d else '')")
 class DockerSandbox:
     name = "docker"
 
@@ -76,6 +43,7 @@ class DockerSandbox:
         if network not in ("host", "bridge"):
             raise BadInput(f"unknown network {network!r}; allowed: bridge, host")
         self.images = images if isinstance(images, dict) else {fw: images for fw in frameworks.NAMES}
+        self.frameworks = tuple(fw for fw in frameworks.NAMES if fw in self.images)  # what the planner compares
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name
         self.gpu, self.shm_size, self.network, self.host = gpu, shm_size, network, host
@@ -83,30 +51,61 @@ class DockerSandbox:
         self.tuner_commands = tuner_commands or {}
         self._client = client
         self._sources: dict[str, tuple[Path, str]] = {}  # framework -> (host tree, package path in image)
+        self._versions: dict[tuple[str, str], str | None] = {}  # (image id, framework) -> version
         self._t0 = time.monotonic()
 
     @property
     def client(self):
         if self._client is None:
-            import docker
-            try:
-                self._client = docker.from_env()
-            except Exception as e:
-                raise BadInput(f"cannot talk to the docker engine: {e}") from None
+            self._client = connect()
         return self._client
 
     def image(self, framework: str) -> str:
         if framework not in self.images:
-            raise BadInput(f"no image configured for {framework}; configured: {', '.join(sorted(self.images))}")
+            raise BadInput(f"no image configured for {framework}; configured: {', '.join(sorted(self.images))} "
+                           f"(give --image {framework}=IMAGE)")
         return self.images[framework]
+
+    def check_images(self) -> None:
+        """Every configured image is in the engine (nothing is pulled behind the user's back)."""
+        for fw, name in sorted(self.images.items()):
+            try:
+                self.client.images.get(name)
+            except Exception as e:
+                if "No such image" in str(e) or type(e).__name__ == "ImageNotFound":
+                    raise BadInput(f"--image {fw}={name}: the docker engine has no such image; "
+                                   f"pull or build it first (docker pull {name})") from None
+                raise BadInput(f"--image {fw}={name}: cannot inspect it: {e}") from None
+
+    def version(self, framework: str) -> str | None:
+        """The framework's version inside its image: the image's label when it states one, else
+        the distribution metadata read in a throwaway container; cached by image id."""
+        image = self.client.images.get(self.image(framework))
+        key = (image.id, framework)
+        if key not in self._versions:
+            label = (image.labels or {}).get(VERSION_LABEL + framework)
+            self._versions[key] = label or self.probe_version(image.id, framework)
+        return self._versions[key]
+
+    def probe_version(self, image_id: str, framework: str) -> str | None:
+        """The framework distribution's version as the image's own Python reports it (no import)."""
+        try:
+            out = self.client.containers.run(image_id, command=[self.python, "-c", _VERSION_CODE,
+                                             _PKG.get(framework, framework)], remove=True, network_mode="none")
+        except Exception:  # no such python in the image: argv is validated against the newest schema
+            return None
+        text = (out.decode() if isinstance(out, bytes) else str(out)).strip()
+        return text.splitlines()[-1] if text else None
 
     def gpu_kwargs(self) -> dict:
         if self.gpu == "rocm":
             return {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"], "group_add": ["video"],
                     "security_opt": ["seccomp=unconfined"], "cap_add": ["SYS_PTRACE"], "ipc_mode": "host"}
-        if self.gpu == "nvidia":
-            from docker.types import DeviceRequest
-            return {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])], "ipc_mode": "host"}
+        if self.gpu == "nvidia":  # sglang's docker docs add the ulimits (pinned memory, deep stacks)
+            from docker.types import DeviceRequest, Ulimit
+            return {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])], "ipc_mode": "host",
+                    "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1),
+                                Ulimit(name="stack", soft=67108864, hard=67108864)]}
         return {}
 
     def _mounts(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> tuple[dict, dict]:
@@ -128,10 +127,14 @@ class DockerSandbox:
         return volumes, env
 
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
-        fw = frameworks.get(candidate.framework)
-        fw.validate(candidate)
+        fw = frameworks.get(candidate.framework, self.version(candidate.framework))
+        fw.validate(candidate)  # argv checked against the schema of the version in the image
+        if not self.model_dir.is_dir():
+            raise BadInput(f"model directory {self.model_dir} does not exist")
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
+        if fw.name not in self._sources and (self._tree(fw.name, run_dir) / ".git").is_dir():
+            self.source_tree(fw.name, run_dir)  # a resumed run: its patched tree is mounted again
         volumes, moe_env = self._mounts(fw, candidate, run_dir)
         host_port = free_port(self.host)
         inner_port = host_port if self.network == "host" else 8000
@@ -140,12 +143,15 @@ class DockerSandbox:
                        served_name=self.model_name, python=self.python)
         (run_dir / "launch.txt").write_text(logs.redact(" ".join(argv)) + "\n")
         kw = {"network_mode": "host"} if self.network == "host" else {"ports": {f"{inner_port}/tcp": (self.host, host_port)}}
+        token = secrets.token_hex(8)  # names this container in its record: resume removes only it
         container = self.client.containers.run(
             self.image(fw.name), command=argv, detach=True, environment={**self.env, **candidate.env, **moe_env},
             volumes=volumes, shm_size=self.shm_size, name=f"inferloop-{candidate.key()}-{host_port}",
-            labels={"inferloop": "1", "inferloop.candidate": candidate.key()}, **kw, **self.gpu_kwargs())
+            labels={"inferloop": "1", "inferloop.candidate": candidate.key(), "inferloop.record": token},
+            **kw, **self.gpu_kwargs())
+        record = procs.record_other(run_dir, "container", container.id, {"token": token})
         log_path = run_dir / f"server-{host_port}.log"
-        handle = ContainerHandle(container, log_path)
+        handle = ContainerHandle(container, log_path, record)
         url = f"http://{self.host}:{host_port}"
         wait_ready(handle, url=url, ready_line=fw.ready_line, health_path=fw.health_path,
                    timeout_s=self.ready_timeout_s, diagnose=fw.diagnose, log_path=log_path)
@@ -161,28 +167,49 @@ class DockerSandbox:
             raise NotSupported(f"{framework} is not importable in image {self.image(framework)}")
         return path[-1]
 
+    def _tree(self, framework: str, run_dir: Path) -> Path:
+        return Path(run_dir) / "src" / framework / _PKG.get(framework, framework)
+
     def source_tree(self, framework: str, run_dir: Path) -> Path:
         """The image's installed package copied out as a git work tree; later launches mount it
-        over the package, so approved patches take effect."""
+        over the package, so approved patches take effect. Made once per run (a resumed run finds it)."""
         if framework in self._sources:
             return self._sources[framework][0]
         frameworks.get(framework)
         pkg_path = self._package_path(framework)
-        dest = Path(run_dir) / "src" / framework
-        dest.mkdir(parents=True, exist_ok=True)
-        c = self.client.containers.create(self.image(framework), command=["true"])
-        try:
-            stream, _ = c.get_archive(pkg_path)
-            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                tar.extractall(dest.parent, filter="data")
-        finally:
-            c.remove(force=True)
-        tree = dest.parent / Path(pkg_path).name
-        git = ["git", "-C", str(tree), "-c", "user.name=inferloop", "-c", "user.email=inferloop@localhost"]
-        for args in (["init", "-q"], ["add", "-A", "."], ["commit", "-q", "-m", f"pristine {framework} from image"]):
-            subprocess.run(git + args, check=True, capture_output=True, timeout=600)
+        tree = self._tree(framework, run_dir)
+        if not (tree / ".git").is_dir():
+            self._copy_out(framework, pkg_path, tree)
         self._sources[framework] = (tree, pkg_path)
         return tree
+
+    def _copy_out(self, framework: str, pkg_path: str, tree: Path) -> None:
+        if tree.exists():  # a copy cut short by a kill: start it again
+            shutil.rmtree(tree)
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        c = self.client.containers.create(self.image(framework), command=["true"])
+        spool = tree.parent / "package.tar"  # spooled to disk: a package can be hundreds of MB
+        try:
+            stream, _ = c.get_archive(pkg_path)
+            with open(spool, "wb") as f:
+                for chunk in stream:
+                    f.write(chunk)
+            with tarfile.open(spool) as tar:
+                tar.extractall(tree.parent, filter="data")
+        finally:
+            c.remove(force=True)
+            spool.unlink(missing_ok=True)
+        extracted = tree.parent / Path(pkg_path).name
+        if extracted != tree:
+            extracted.rename(tree)
+        if (tree / ".git").exists():  # a repository the image happened to hold is not ours to build on
+            shutil.rmtree(tree / ".git")
+        git = ["git", "-C", str(tree), "-c", "user.name=inferloop", "-c", "user.email=inferloop@localhost"]
+        subprocess.run(git + ["init", "-q"], check=True, capture_output=True, timeout=600)
+        (tree / ".git" / "info").mkdir(exist_ok=True)
+        (tree / ".git" / "info" / "exclude").write_text("__pycache__/\n")  # compiled files stay, untracked
+        for args in (["add", "-A", "."], ["commit", "-q", "-m", f"pristine {framework} from image"]):
+            subprocess.run(git + args, check=True, capture_output=True, timeout=600)
 
     def tune_moe(self, candidate: Candidate, run_dir: Path) -> list[Path]:
         """Run the configured tuner command in the framework's image; it writes into OUT_MOUNT."""
@@ -204,13 +231,30 @@ class DockerSandbox:
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0
 
+    def ground_state(self) -> dict:  # a resumed run's time budget counts the time already spent
+        return {"elapsed_s": self.elapsed_s()}
+
+    def restore_ground(self, state: dict) -> None:
+        self._t0 = time.monotonic() - float(state.get("elapsed_s", 0.0))
+
 
 # ---- the `docker` backend ---------------------------------------------------------------------
+GPU_OF_VENDOR = {"amd": "rocm", "nvidia": "nvidia", "cpu": "none"}
+
+
 def _open_docker(cfg, card, hw) -> DockerSandbox:
-    # The CLI has no options for images or the checkpoint yet; this passes what
-    # `agent optimize --backend docker` always passed (see the issue-12 note: it is not a
-    # usable docker configuration and needs its own options).
-    return DockerSandbox(cfg.target.model, cfg.target.hw)
+    t = cfg.target
+    images = dict(getattr(t, "images", None) or {})
+    if not images:
+        raise BadInput("--backend docker needs --image FRAMEWORK=IMAGE (repeatable; e.g. --image "
+                       "vllm=rocm/vllm:latest --image sglang=lmsysorg/sglang:latest)")
+    if not t.model_path:
+        raise BadInput("--backend docker needs --model-path DIR (the checkpoint on this host; it is mounted "
+                       f"read-only at {MODEL_MOUNT})")
+    sb = DockerSandbox(images, t.model_path, model_name=t.model, gpu=GPU_OF_VENDOR.get(hw.vendor, "none"),
+                       shm_size="32g" if hw.vendor != "cpu" else "2g")
+    sb.check_images()  # also reaches the engine: exit 2 with what to do when it is down
+    return sb
 
 
 registry.register(registry.Ground("docker", _open_docker, help="serving frameworks in containers (docker SDK)"))

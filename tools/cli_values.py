@@ -19,3 +19,19 @@ def positive_floats(text: str, what: str) -> list[float]:
         raise BadInput(f"{what} must be positive numbers <= {MAX_RATE:g}, got {text!r}"
                        + (f" ({bad[0]!r} is not)" if bad else ""))
     return vals
+
+
+def images(specs: list[str] | None) -> dict[str, str]:
+    """`--image FRAMEWORK=IMAGE`, repeatable (the docker backend) -> {framework: image}."""
+    from tools.frameworks import NAMES
+    out: dict[str, str] = {}
+    for spec in specs or []:
+        fw, sep, image = spec.partition("=")
+        if not sep or not image.strip():
+            raise BadInput(f"--image {spec!r}: give FRAMEWORK=IMAGE, e.g. --image vllm=rocm/vllm:latest")
+        if fw not in NAMES:
+            raise BadInput(f"--image {spec!r}: unknown framework {fw!r}; allowed: {', '.join(NAMES)}")
+        if fw in out:
+            raise BadInput(f"--image {fw}= given twice ({out[fw]} and {image}); give one image per framework")
+        out[fw] = image.strip()
+    return out

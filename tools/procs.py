@@ -10,6 +10,9 @@ processes of that group remain (Linux reuses no pid while a group of that id exi
 still names our group). A record that fails the check is removed without killing anything.
 (pid, start time) names one process for the life of the machine; the command line is kept for
 the reader only, since right after Popen the child may not have exec'd yet.
+Things that are not process groups (a ground's containers) have records of their own kind,
+`<run_dir>/procs/<kind>-<id>.json`; the ground that makes them registers how to check and remove
+one (`register_kind`), since this layer knows no engine.
 """
 from __future__ import annotations
 
@@ -17,8 +20,26 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Callable
 
 RECORDS = "procs"
+# kind -> reaper(record) -> what it removed (None: not ours any more, nothing done)
+_KINDS: dict[str, Callable[[dict], str | None]] = {}
+
+
+def register_kind(kind: str, reaper: Callable[[dict], str | None]) -> None:
+    _KINDS[kind] = reaper
+
+
+def record_other(run_dir: Path, kind: str, ident: str, extra: dict | None = None) -> Path:
+    """Write the record of something else this process started (e.g. a container), by id."""
+    d = Path(run_dir) / RECORDS
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{kind}-{ident[:24]}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"kind": kind, "id": ident, **(extra or {})}))
+    tmp.replace(path)
+    return path
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -75,16 +96,28 @@ def owned(rec: dict) -> bool:
     return bool(group_members(pgid))  # leader exited; its group lives on, so its id is not reused
 
 
-def reap(run_dir: Path) -> list[int]:
-    """SIGKILL the recorded groups that are provably ours; drop every record. Killed pgids."""
-    killed = []
+def reap(run_dir: Path) -> list:
+    """SIGKILL the recorded groups that are provably ours, remove recorded things of a registered
+    kind that still are; drop every record (but those of a kind nobody registered here, kept for
+    whoever can). Killed pgids and removed names."""
+    killed: list = []
     d = Path(run_dir) / RECORDS
     for f in sorted(d.glob("*.json")) if d.is_dir() else []:
         try:
             rec = json.loads(f.read_text())
         except (OSError, ValueError):
             rec = {}
-        if isinstance(rec, dict) and owned(rec):
+        kind = rec.get("kind") if isinstance(rec, dict) else None
+        if kind is not None:
+            if kind not in _KINDS:
+                continue
+            try:
+                gone = _KINDS[kind](rec)
+            except Exception:  # its engine cannot be asked now: keep the record for a later resume
+                continue
+            if gone:
+                killed.append(gone)
+        elif isinstance(rec, dict) and owned(rec):
             try:
                 os.killpg(rec["pgid"], signal.SIGKILL)
                 killed.append(rec["pgid"])

@@ -1,8 +1,10 @@
 """DockerSandbox against a fake docker client that records calls and serves scripted logs
 (no docker engine here)."""
 import io
+import itertools
 import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -13,12 +15,16 @@ from tools.candidate import Candidate, Parallel
 from tools.protocols import LaunchFailure, Sandbox
 
 
+_ids = itertools.count(1)
+
+
 class FakeContainer:
     def __init__(self, script: list[tuple[str, str]], exit_code: int = 1):
         self.script = script  # (status, log line) revealed one per reload()
         self.shown, self.status, self.exit_code = 0, "created", exit_code
         self.stopped = self.removed = False
         self.archive: dict[str, bytes] = {}
+        self.id = f"{next(_ids):064x}"
 
     @property
     def attrs(self):
@@ -29,14 +35,26 @@ class FakeContainer:
             self.shown += 1
         self.status = self.script[self.shown - 1][0] if self.shown else "running"
 
-    def logs(self, stdout=True, stderr=True):
-        return "".join(l + "\n" for _, l in self.script[:self.shown]).encode()
+    def logs(self, stdout=True, stderr=True, stream=False, follow=False):
+        if not stream:
+            return "".join(l + "\n" for _, l in self.script[:self.shown]).encode()
+        return self._follow()
+
+    def _follow(self):  # like the engine's stream: lines as they appear, until the container stops
+        sent = 0
+        while True:
+            while sent < self.shown:
+                yield (self.script[sent][1] + "\n").encode()
+                sent += 1
+            if self.status == "exited" or self.stopped or self.removed:
+                return
+            time.sleep(0.01)
 
     def stop(self, timeout=10):
         self.stopped = True
         self.status = "exited"
 
-    def remove(self, force=False):
+    def remove(self, force=False, v=False):
         self.removed = True
 
     def get_archive(self, path):
@@ -67,11 +85,32 @@ class FakeContainers:
         return self.client.archive_container
 
 
+class FakeImage:
+    def __init__(self, name, labels):
+        self.id, self.labels = f"sha256:{name}", labels
+
+
+class FakeImages:
+    def __init__(self, client):
+        self.client = client
+
+    def get(self, name):
+        self.client.calls.append(("image", name, None, {}))
+        return FakeImage(name, self.client.image_labels)
+
+
+# what an image states it serves (sandboxes/testbed/image.py labels its image so)
+LABELS = {"org.inferloop.version.vllm": "0.32.0", "org.inferloop.version.sglang": "0.5.23",
+          "org.inferloop.version.atom": "2026-08-22"}
+
+
 class FakeDocker:
     def __init__(self, container=None):
         self.calls, self.containers_made = [], []
         self.next_container = container
         self.containers = FakeContainers(self)
+        self.images = FakeImages(self)
+        self.image_labels = dict(LABELS)
         self.run_output = b"/usr/lib/python3/site-packages/sglang\n"
         self.archive_container = FakeContainer([])
 
@@ -122,6 +161,7 @@ def test_nvidia_bridge_publishes_port_and_requests_gpus(tmp_path):
         assert argv[argv.index("--port") + 1] == "8000" and argv[argv.index("--host") + 1] == "0.0.0.0"
         req = kw["device_requests"][0]
         assert req["Count"] == -1 and req["Capabilities"] == [["gpu"]]
+        assert {(u["Name"], u["Soft"]) for u in kw["ulimits"]} == {("memlock", -1), ("stack", 67108864)}
         assert "devices" not in kw
 
 
@@ -175,3 +215,40 @@ def test_bad_configuration_is_bad_input(tmp_path):
     sb = DockerSandbox({"vllm": "v"}, tmp_path, client=FakeDocker(FakeContainer([("running", "x")])))
     with pytest.raises(BadInput, match="no image configured for sglang"):
         sb.launch(Candidate(framework="sglang"), tmp_path / "r")
+
+
+def test_version_comes_from_the_image_label_or_a_probe_cached_by_image_id(tmp_path):
+    fake = FakeDocker()
+    sb = DockerSandbox({"vllm": "a", "sglang": "b"}, tmp_path, client=fake)
+    assert sb.version("sglang") == "0.5.23" and not [x for x in fake.calls if x[0] == "run"]
+    fake.image_labels = {}  # an image that states nothing: asked in a throwaway container, once per image
+    fake.run_output = b"0.33.0\n"
+    assert sb.version("vllm") == "0.33.0" and sb.version("vllm") == "0.33.0"
+    probes = [x for x in fake.calls if x[0] == "run"]
+    assert len(probes) == 1 and probes[0][3]["remove"] and probes[0][2][-1] == "vllm"
+
+
+def test_launch_validates_argv_for_the_version_in_the_image(tmp_path):
+    fake = FakeDocker(FakeContainer([("running", "x")]))
+    fake.image_labels = {"org.inferloop.version.sglang": "0.5.12"}
+    sb = DockerSandbox("img", tmp_path, client=fake, ready_timeout_s=5)
+    from tools import frameworks
+    new_only = sorted(set(frameworks.get("sglang", "0.5.23").flags) - set(frameworks.get("sglang", "0.5.12").flags))
+    assert new_only, "the two shipped sglang schemas differ"
+    with pytest.raises(BadInput, match=new_only[0]):
+        sb.launch(Candidate(framework="sglang", flags={new_only[0]: True}), tmp_path / "r")
+    assert not [x for x in fake.calls if x[0] == "run"]  # refused before any container started
+
+
+def test_launch_records_the_container_and_stop_removes_record_and_container(tmp_path):
+    cont = FakeContainer([("running", "INFO:     Application startup complete.")])
+    fake = FakeDocker(cont)
+    sb = DockerSandbox("img", tmp_path, client=fake, ready_timeout_s=30)
+    s = sb.launch(Candidate(framework="vllm"), tmp_path / "r")
+    import json
+    rec, = (tmp_path / "r" / "procs").glob("container-*.json")
+    data = json.loads(rec.read_text())
+    (_, _, _, kw), = [x for x in fake.calls if x[0] == "run"]
+    assert data["id"] == cont.id and data["token"] == kw["labels"]["inferloop.record"]
+    s.stop()
+    assert cont.removed and not rec.exists()
