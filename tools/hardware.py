@@ -73,6 +73,12 @@ _PROFILES = {
     "mi300x": dict(vendor="amd", device_name="AMD_Instinct_MI300X", hbm_gb=192, hbm_tb_s=5.3,
                    tflops={"bf16": 1307, "fp8": 2615}, scaleup_gb_s=448, tdp_w=750, usd_per_gpu_h=1.12,
                    usd_per_gpu_h_neocloud=1.40, compute_units=304, arch="gfx942"),
+    # MI325X: 256 GB HBM3E, 6.0 TB/s, same CDNA3 compute as MI300X (1307/2615 TF bf16/fp8), xGMI
+    # 448 GB/s, 1000 W, 304 CUs gfx942 (AMD MI325X datasheet). No price in FACTS.md: MI300X's
+    # prices are used (an assumption, marked as such; it only affects $/token reports).
+    "mi325x": dict(vendor="amd", device_name="AMD_Instinct_MI325X", hbm_gb=256, hbm_tb_s=6.0,
+                   tflops={"bf16": 1307, "fp8": 2615}, scaleup_gb_s=448, tdp_w=1000, usd_per_gpu_h=1.12,
+                   usd_per_gpu_h_neocloud=1.40, compute_units=304, arch="gfx942"),
     # MI355X: 288 GB, 8 TB/s, 2516/5033/10066 TF (MXFP4; FP6 same), xGMI ~538-576 GB/s (557 used),
     # 1400 W, 256 CUs gfx950; $1.48 / $1.90 (FACTS.md)
     "mi355x": dict(vendor="amd", device_name="AMD_Instinct_MI355X", hbm_gb=288, hbm_tb_s=8.0,

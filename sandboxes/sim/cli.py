@@ -105,7 +105,19 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
     out["config"] = {"model": model, "weights": weights, "hw": hw, "framework": framework,
                      "framework_version": fw.version, "moe_tuned": moe_tuned, "flags": tail, "simulated_s": round(sim.elapsed_s(), 1)}
     out["notes"] = notes
+    out["uncertainty"] = _uncertainty(framework, hw, out)
     return out
+
+
+def _uncertainty(framework: str, hw: str, out: dict) -> dict:
+    """The calibration's residual spread for the nearest framework x hardware group, applied to
+    the knee and single-stream figures (sandboxes.sim.uncertainty)."""
+    from sandboxes.sim.uncertainty import band, uncertainty
+    u = uncertainty(framework, hw)
+    for name, v in (("knee_tok_s", (out.get("knee") or {}).get("tok_s")), ("single_stream_tok_s", out.get("single_stream_tok_s"))):
+        if (b := band(v, u)) is not None:
+            u[f"{name}_band"] = [round(b[0], 1), round(b[1], 1)]
+    return u
 
 
 def _table(out: dict) -> str:
@@ -120,6 +132,10 @@ def _table(out: dict) -> str:
                 + (f"{k['rps']:.2f} RPS, {k['tok_s']:.0f} tok/s/node" if k else "none"))
     if out.get("single_stream_tok_s") is not None:
         rows.append(f"single stream (10k in / 1.5k out): {out['single_stream_tok_s']:.0f} tok/s")
+    u = out.get("uncertainty") or {}
+    if u.get("message"):
+        band = u.get("knee_tok_s_band")
+        rows.append("uncertainty: " + u["message"] + (f"; knee {band[0]:.0f}-{band[1]:.0f} tok/s" if band else ""))
     rows += [f"note: {n}" for n in out.get("notes", [])]
     return "\n".join(rows)
 

@@ -44,7 +44,7 @@ class SimClient:
     def engine(self) -> Engine:
         self.runs += 1
         rng = np.random.default_rng([self.seed, self.runs])
-        return Engine(self.sb.model, self.sb.hw, self.cfg, efficiency(self.cfg.framework, self.sb.hw.vendor),
+        return Engine(self.sb.model, self.sb.hw, self.cfg, efficiency(self.cfg.framework, self.sb.hw.vendor, self.cfg.version),
                       rng=rng, noise=self.sb.noise)
 
     async def run(self, specs: list[RequestSpec], *, concurrency: int | None = None) -> list[RequestRecord]:
@@ -58,7 +58,7 @@ class SimClient:
         ans = self.sb.answerer()
         out = [ans.answer(p, self.skill, temperature=temperature, seed=seed) for p in prompts]
         # Simulated time: the prompts as one batch of requests at 64 in flight.
-        eff = efficiency(self.cfg.framework, self.sb.hw.vendor)
+        eff = efficiency(self.cfg.framework, self.sb.hw.vendor, self.cfg.version)
         n_tok = sum(len(p) for p in prompts) / 4
         step = step_time(self.sb.model, self.sb.hw, self.cfg, eff, n_decode=min(64, len(prompts)) or 1,
                          decode_ctx=n_tok / max(len(prompts), 1)).seconds
