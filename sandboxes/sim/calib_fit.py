@@ -19,7 +19,8 @@ from sandboxes.sim.perf import Efficiency
 from sandboxes.sim.table import GLOBAL_PARAMS, ROW_PARAMS, VERSION_PARAM
 
 # Story figures weigh more: each is a whole knee search or single stream, measured as a headline.
-WEIGHT = {"output_tok_s": 1.0, "tpot_s": 0.7, "ttft_s": 0.5, "knee_tok_s": 3.0, "single_stream_tok_s": 3.0}
+WEIGHT = {"output_tok_s": 1.0, "tpot_s": 0.7, "ttft_s": 0.5, "knee_tok_s": 3.0, "single_stream_tok_s": 3.0,
+          "knee_rps": 3.0}
 PRIOR_WEIGHT = 0.15  # per parameter, in units of its log range: weak against ~100 data residuals
 EAGER_EXTRA_US = 150.0  # without graphs each layer's ~20 kernels are launched from the host (~7 us each)
 AR_FUSED_RATIO = 0.45  # allreduce fused with the residual RMSNorm: one launch instead of three
@@ -123,7 +124,7 @@ def summarize(rows: list[dict]) -> dict:
         return [abs(e) for r in rows if (r.get("story", False) == story) and metric in r
                 and (e := err(*r[metric])) is not None]
     tput, tpot, ttft = errs("output_tok_s"), errs("tpot_s"), errs("ttft_s")
-    story = [abs(e) for r in rows if r.get("story") for m in ("knee_tok_s", "single_stream_tok_s")
+    story = [abs(e) for r in rows if r.get("story") for m in ("knee_tok_s", "single_stream_tok_s", "knee_rps")
              if m in r and (e := err(*r[m])) is not None]
     logs = [math.log(r["output_tok_s"][0] / r["output_tok_s"][1]) for r in rows
             if "output_tok_s" in r and r["output_tok_s"][0]]

@@ -49,6 +49,8 @@ def items_for(cs) -> list[F.Item]:
     for f in STORY:
         row = f"sglang/{get_hardware(f.hw).vendor}"
         out.append(F.Item(f.id, row, ctx_for_story(f), f.metric, f.value, STORY_SOURCE, "glm-5.2"))
+        if f.knee_rps:
+            out.append(F.Item(f.id, row, ctx_for_story(f), "knee_rps", f.knee_rps, STORY_SOURCE, "glm-5.2"))
     return out
 
 
@@ -75,7 +77,8 @@ def error_rows(cs, eng) -> list[dict]:
         rows.append(r)
     for f in (f for f in STORY if f.id in eng):
         rows.append({"id": f.id, "group": "story", "hwgroup": f"sglang/{f.hw}", "load": "story", "model": "glm-5.2",
-                     "source": STORY_SOURCE, "story": True, "refused": [], f.metric: (eng[f.id].get(f.metric), f.value)})
+                     "source": STORY_SOURCE, "story": True, "refused": [], f.metric: (eng[f.id].get(f.metric), f.value),
+                     **({"knee_rps": (eng[f.id].get("knee_rps"), f.knee_rps)} if f.knee_rps else {})})
     return rows
 
 

@@ -110,14 +110,8 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
 
 
 def _uncertainty(framework: str, hw: str, out: dict) -> dict:
-    """The calibration's residual spread for the nearest framework x hardware group, applied to
-    the knee and single-stream figures (sandboxes.sim.uncertainty)."""
-    from sandboxes.sim.uncertainty import band, uncertainty
-    u = uncertainty(framework, hw)
-    for name, v in (("knee_tok_s", (out.get("knee") or {}).get("tok_s")), ("single_stream_tok_s", out.get("single_stream_tok_s"))):
-        if (b := band(v, u)) is not None:
-            u[f"{name}_band"] = [round(b[0], 1), round(b[1], 1)]
-    return u
+    from sandboxes.sim.uncertainty import for_estimate
+    return for_estimate(framework, hw, out)
 
 
 def _table(out: dict) -> str:

@@ -71,3 +71,12 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
 def band(value: float | None, u: dict) -> tuple[float, float] | None:
     f = u.get("tok_s_factor")
     return None if value is None or f is None else (value / f, value * f)
+
+
+def for_estimate(framework: str, hw: str, out: dict, tbl: dict | None = None) -> dict:
+    """The band `agent estimate` prints and puts in --json, applied to its knee and single stream."""
+    u = uncertainty(framework, hw, tbl)
+    for name, v in (("knee_tok_s", (out.get("knee") or {}).get("tok_s")), ("single_stream_tok_s", out.get("single_stream_tok_s"))):
+        if (b := band(v, u)) is not None:
+            u[f"{name}_band"] = [round(b[0], 1), round(b[1], 1)]
+    return u

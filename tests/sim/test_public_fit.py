@@ -145,11 +145,10 @@ def test_uncertainty_names_its_group_and_says_when_it_is_far():
     assert far["group"] is None and "far from any calibrated group" in far["message"]
 
 
-def test_estimate_json_states_its_uncertainty(capsys):
-    from agent.cli import main
-    with pytest.raises(SystemExit):
-        main(["estimate", "--model", "glm-5.2", "--weights", "fp8", "--hw", "mi355x", "--framework", "sglang",
-              "--input-len", "1024", "--output-len", "256", "--concurrency", "4", "--json", "--", "--tp-size", "4"])
-    out = json.loads(capsys.readouterr().out)
-    u = out["uncertainty"]
+def test_estimate_output_gets_the_band_of_its_group():
+    from sandboxes.sim.uncertainty import for_estimate
+    u = for_estimate("sglang", "mi355x", {"knee": {"tok_s": 1000.0}, "single_stream_tok_s": None})
     assert u["group"] == "sglang/mi355x" and u["n"] >= 10 and u["tok_s_factor"] > 1.0
+    lo, hi = u["knee_tok_s_band"]
+    assert lo < 1000.0 < hi and hi / 1000.0 == pytest.approx(u["tok_s_factor"], abs=1e-3)
+    assert "single_stream_tok_s_band" not in u
