@@ -50,6 +50,7 @@ class Case:
     random_tokens: bool
     measured: dict  # output_tok_s (per server), ttft_s, tpot_s where the source gives them
     refused: list[str] = field(default_factory=list)  # adapter errors on flags of a run that happened
+    release: str | None = None  # the framework release the source names (its CLI parses the launch)
     story: bool = False
 
     @property
@@ -137,10 +138,16 @@ def _tail(p: dict, fw: str, tp: int) -> list[str]:
     return out
 
 
-def parse_tail(fw_name: str, tail: list[str]) -> tuple[dict, list[str], list[str]]:
-    """(flags, accepted tail, refusals): flags the adapter rejects are dropped one by one and
-    listed, so a configuration that ran is still simulated."""
-    fw = frameworks.get(fw_name)
+def _release(p: dict) -> str | None:
+    m = re.search(r"v?(\d+\.\d+\.\d+)", p.get("framework") or "")
+    return m.group(1) if m else None
+
+
+def parse_tail(fw_name: str, tail: list[str], release: str | None = None) -> tuple[dict, list[str], list[str]]:
+    """(flags, accepted tail, refusals): the launch parsed by the CLI of the release it ran on
+    (the nearest shipped schema); flags it rejects are dropped one by one and listed, so a
+    configuration that ran is still simulated."""
+    fw = frameworks.get(fw_name, release)
     refused: list[str] = []
     tail = list(tail)
     for _ in range(40):
@@ -198,7 +205,7 @@ def to_case(p: dict, *, text_prompts: bool = False) -> Case:
         raise OutOfScope(f"no model card for {p['model']!r}")
     weights = _weights(p, get_hardware(hw).vendor)
     tp = _tp_from(p)
-    flags, tail, refused = parse_tail(fw, _tail(p, fw, tp))
+    flags, tail, refused = parse_tail(fw, _tail(p, fw, tp), _release(p))
     conc = int(p.get("concurrency") or 1)
     return Case(id=p["id"], source=str((p.get("source") or {}).get("repo") or (p.get("source") or {}).get("page") or "?"),
                 model=model, weights=weights, hw=hw, framework=fw, version=version, gpus=int(p["gpu_count"]),
@@ -206,13 +213,13 @@ def to_case(p: dict, *, text_prompts: bool = False) -> Case:
                 concurrency=conc, num_prompts=int(p.get("num_prompts") or 10 * conc),
                 # sglang's bench_serving builds its `random` prompts from ShareGPT text; the vLLM /
                 # ATOM / InferenceX clients draw random token ids.
-                random_tokens=not text_prompts, measured=_measured(p), refused=refused)
+                random_tokens=not text_prompts, measured=_measured(p), refused=refused, release=_release(p))
 
 
 def sim_config(case: Case) -> SimConfig:
     """The case's launch as the simulated framework reads it (tuned MoE kernels: published
     benchmarks run with the vendor's tuned tables)."""
-    flags, _, _ = parse_tail(case.framework, case.tail)
+    flags, _, _ = parse_tail(case.framework, case.tail, case.release)
     c = Candidate(framework=case.framework, weights=case.weights, flags={})
     cfg = simfw.to_config(case.framework, flags, c, get_model(case.model), get_hardware(case.hw)).cfg
     cfg.moe_tuned, cfg.version = True, case.version

@@ -60,15 +60,21 @@ def _point(**kw):
          "num_prompts": 160, "output_tok_s": 500.0, "output_tok_s_scope": "per server", "ttft_median_ms": None,
          "tpot_median_ms": 20.0, "ttft_mean_ms": None, "tpot_mean_ms": None,
          "launch": "python3 -m sglang.launch_server --model-path M --tp-size 4 --attention-backend dsa "
-                   "--reasoning-parser glm45 --port 8000", "notes": "", "inferred": []}
+                   "--reasoning-parser glm45 --no-such-flag 3 --port 8000", "notes": "", "inferred": []}
     p.update(kw)
     return p
 
 
-def test_a_flag_the_tables_lack_is_a_listed_refusal_not_a_lost_point():
-    c = to_case(_point())
-    assert c.tail == ["--tp-size", "4"]
-    assert c.refused == ["--attention-backend ('dsa' not accepted)", "--reasoning-parser (unrecognized)"]
+def test_a_flag_the_cli_rejects_is_a_listed_refusal_not_a_lost_point():
+    # A build without a release number is parsed by the newest shipped CLI, which has the DSA
+    # backend; a flag no release has is dropped, listed, and the configuration still simulated.
+    c = to_case(_point(framework="sglang (PR #32175 build)"))
+    assert c.release is None
+    assert c.tail == ["--tp-size", "4", "--attention-backend", "dsa", "--reasoning-parser", "glm45"]
+    assert c.refused == ["--no-such-flag (unrecognized)"]
+    # The release a point names parses its launch: sglang 0.5.12 had no `dsa` choice yet (nsa).
+    old = to_case(_point())
+    assert old.release == "0.5.12" and old.refused[0] == "--attention-backend ('dsa' not accepted)"
     assert (c.framework, c.version, c.measured) == ("sglang", None, {"output_tok_s": 500.0, "tpot_s": 0.02})
     assert to_case(_point(framework="sglang v0.5.8.post1 (rocm/sgl-dev)")).version == "0.5.8"
     with pytest.raises(OutOfScope, match="disaggregated"):
