@@ -99,16 +99,32 @@ def accept_p(spec: str, random_tokens: bool = False) -> float:
     return ACCEPT_REL.get(spec, 0.6) * g["accept_random" if random_tokens else "accept_text"]
 
 
-def acceptance_length(cfg: SimConfig, random_tokens: bool = False) -> float:
-    """Expected tokens emitted per verify step: 1 + sum of p^i over the draft chain, with a
-    small gain from topk > 1 trees (more candidates per position)."""
-    if not cfg.spec:
-        return 1.0
+def _chain(cfg: SimConfig, random_tokens: bool) -> tuple[float, int]:
+    """(per-position acceptance, draft depth), with a small gain from topk > 1 trees."""
     p = accept_p(cfg.spec, random_tokens)
     if cfg.spec_topk > 1:
         p = 1 - (1 - p) ** (1 + 0.35 * math.log2(cfg.spec_topk))
-    depth = max(0, min(cfg.spec_steps, cfg.spec_draft_tokens))
+    return p, max(0, min(cfg.spec_steps, cfg.spec_draft_tokens))
+
+
+def acceptance_length(cfg: SimConfig, random_tokens: bool = False) -> float:
+    """Expected tokens emitted per verify step: 1 + sum of p^i over the draft chain."""
+    if not cfg.spec:
+        return 1.0
+    p, depth = _chain(cfg, random_tokens)
     return (1 - p ** (depth + 1)) / (1 - p)
+
+
+def acceptance_spread(cfg: SimConfig, random_tokens: bool = False) -> tuple[float, int]:
+    """(standard deviation of the tokens one verify step emits, the most it can emit). A draft
+    chain stops at its first rejection, so P(T >= j) = p^(j-1): requests of equal length finish
+    at different steps, and a closed loop's equal-length requests do not stay in waves."""
+    if not cfg.spec:
+        return 0.0, 1
+    p, depth = _chain(cfg, random_tokens)
+    mean = sum(p ** (j - 1) for j in range(1, depth + 2))
+    second = sum((2 * j - 1) * p ** (j - 1) for j in range(1, depth + 2))
+    return math.sqrt(max(second - mean * mean, 0.0)), depth + 1
 
 
 ROUTE_CORR = 0.3  # a draft token adds this fraction of an independent token's expert routing

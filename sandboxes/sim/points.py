@@ -125,6 +125,12 @@ def _tail(p: dict, fw: str, tp: int) -> list[str]:
         if (m := re.search(r"steps (\d+), topk (\d+), draft tokens (\d+)", spec)) and fw == "sglang":
             toks += ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", m.group(1),
                      "--speculative-eagle-topk", m.group(2), "--speculative-num-draft-tokens", m.group(3)]
+        elif spec.startswith("--") and fw != "sglang":  # the source quotes the speculative flags themselves
+            toks += shlex.split(spec)
+        # The KV dtype the source states (the KV pool's size, so how many requests fit at once).
+        kv = (p.get("kv_cache_dtype") or "").split(" ")[0]
+        if kv.startswith("fp8"):
+            toks += ["--kv_cache_dtype" if fw == "atom" else "--kv-cache-dtype", "fp8" if fw == "atom" else kv]
     out, i = [], 0
     skip = _MODEL_FLAGS[fw] + _MANAGED
     while i < len(toks):

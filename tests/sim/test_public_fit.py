@@ -9,7 +9,7 @@ from sandboxes.sim import table
 from sandboxes.sim.calib_fit import summarize
 from sandboxes.sim.calibrate import engine_eval, error_rows, load_cases, targets
 from sandboxes.sim.engine import Engine
-from sandboxes.sim.perf import SimConfig, acceptance_length, efficiency, step_time
+from sandboxes.sim.perf import SimConfig, acceptance_length, acceptance_spread, efficiency, step_time
 from sandboxes.sim.points import OutOfScope, to_case
 from sandboxes.sim.uncertainty import uncertainty
 from tools.bench.metrics import summarize as bench_summary
@@ -37,12 +37,13 @@ def test_shipped_table_reproduces_its_recorded_error_summary(shipped):
         assert got[k] == pytest.approx(v, abs=2e-3), k
 
 
-def test_shipped_fit_meets_the_throughput_tpot_and_story_targets(shipped):
+def test_shipped_fit_meets_the_throughput_tpot_ttft_and_story_targets(shipped):
     _, _, _, rows = shipped
     met = dict(targets(summarize(rows), refusals=0))
     assert met["throughput median error <= 15%"]
     assert met[">= 80% of throughput within 30%"]
     assert met["TPOT median error <= 15%"]
+    assert met["TTFT median error <= 30%"]
     assert met["story figures within 12%"]
 
 
@@ -105,6 +106,31 @@ def test_equal_lengths_arrive_in_waves_and_queue_behind_each_others_prefill():
     spread = bench_summary(_engine().run(schedule(w.model_copy(update={"range_ratio": 0.8}), n=160, rate=None),
                                          concurrency=32))
     assert same.ttft_p50_s > 2 * spread.ttft_p50_s
+
+
+def test_speculative_acceptance_spreads_equal_lengths_out_of_their_waves():
+    # A draft chain emits 1..depth+1 tokens a step (stopping at its first rejection), so requests
+    # of one length finish at different steps and the next ones arrive staggered, not in a wave.
+    mtp = dict(spec="mtp", spec_steps=3, spec_draft_tokens=3)
+    sd, most = acceptance_spread(SimConfig(framework="sglang", **mtp))
+    assert sd > 0.5 and most == 4 and acceptance_spread(SimConfig(framework="sglang")) == (0.0, 1)
+    w = Workload(input_len=8192, output_len=1024, prefix_hit=0.0)
+    waves = bench_summary(_engine().run(schedule(w, n=160, rate=None), concurrency=32))
+    spec = bench_summary(_engine(**mtp).run(schedule(w, n=160, rate=None), concurrency=32))
+    assert spec.ttft_p50_s < 0.5 * waves.ttft_p50_s
+    e = _engine(**mtp)
+    e.run(schedule(w, n=1, rate=None), concurrency=1)  # sets the run's acceptance
+    draws = [e._emitted(40) / 40 for _ in range(400)]
+    assert np.mean(draws) == pytest.approx(e.accept, rel=0.02)  # the spread leaves the mean alone
+
+
+def test_a_point_without_a_published_command_keeps_the_kv_dtype_and_drafts_it_states():
+    c = to_case(_point(launch="(script not retrieved)", kv_cache_dtype="fp8_e4m3"))
+    assert c.tail[-2:] == ["--kv-cache-dtype", "fp8_e4m3"] and not c.refused
+    a = to_case(_point(launch="", framework="ATOM", kv_cache_dtype="fp8",
+                       spec_decoding="--method mtp --num-speculative-tokens 3"))
+    assert ["--method", "mtp", "--num-speculative-tokens", "3", "--kv_cache_dtype", "fp8"] == a.tail[-6:]
+    assert not a.refused
 
 
 def test_drafts_accept_less_on_random_token_prompts():
