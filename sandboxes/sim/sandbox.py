@@ -196,6 +196,12 @@ class SimSandbox:
             w.line(f"Detected quantized checkpoint: quant_method={'quark' if c.weights == 'mxfp4' else 'fp8'}, "
                    f"weights={c.weights}; excluded from quantization: lm_head, model.embed_tokens, "
                    f"model.layers.{m.num_hidden_layers}.*", rank=rank)
+        if c.weights == "nvfp4" and hw.is_rocm:
+            # NVFP4 (ModelOpt: e4m3 scales per 16 values) runs on NVIDIA Blackwell FP4 kernels; the
+            # ROCm builds serve MXFP4 (OCP MX, e8m0 per 32) instead.
+            w.raw(f"ValueError: The quantization method modelopt_fp4 is not supported for the current GPU "
+                  f"({hw.arch}): it needs NVIDIA compute capability 10.0")
+            self._fail(fw, w, log_path, seconds=load_s * 0.2)
         src_ok = not self.check_source
         if fw.name == "vllm" and not src_ok and (err := simfw.vllm_quark_unsupported(tree, m, c.weights)):
             w.line("EngineCore failed to start.", "ERROR", where="core.py:708", rank=rank)

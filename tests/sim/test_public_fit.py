@@ -184,3 +184,18 @@ def test_estimate_output_gets_the_band_of_its_group():
     lo, hi = u["knee_tok_s_band"]
     assert lo < 1000.0 < hi and hi / 1000.0 == pytest.approx(u["tok_s_factor"], abs=1e-3)
     assert "single_stream_tok_s_band" not in u
+
+
+def test_nvfp4_checkpoints_do_not_start_on_rocm(tmp_path):
+    # ModelOpt NVFP4 runs on NVIDIA Blackwell FP4 kernels; a ROCm build refuses it at load, the
+    # way an unsupported quantization method is refused, and the planner moves on.
+    from sandboxes.sim import SimSandbox
+    from tools.candidate import Candidate, Parallel
+    from tools.protocols import LaunchFailure
+    c = Candidate(framework="atom", weights="nvfp4", parallel=Parallel(tp=8), flags={})
+    with pytest.raises(LaunchFailure) as e:
+        SimSandbox("deepseek-v3", "mi355x", seed=0).launch(c, tmp_path / "amd")
+    assert e.value.diagnosis.kind == "unsupported_quant" and "modelopt_fp4" in str(e.value)
+    server = SimSandbox("deepseek-v3", "b200", seed=0).launch(c.model_copy(update={"framework": "sglang"}),
+                                                              tmp_path / "nv")
+    server.stop()
