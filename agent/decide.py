@@ -7,6 +7,9 @@ A measurement is plain JSON (what the trial node records):
 Decisions: keep | revert | repeat (gap within noise: measure both sides again, interleaved) |
 evaluate (performance passes; run the eval gate before deciding). Each verdict carries a reason
 code (agent.records.Code) and its numbers; the prose reason is rendered from them for people.
+A throughput objective that holds within noise while single stream rises clearly is kept as
+"pareto" (codes pareto / pareto_evals_pass; pareto_repeat while a small drop is measured again),
+through the same single-stream guard and eval gate.
 """
 from __future__ import annotations
 
@@ -105,11 +108,19 @@ def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: G
             "candidate_median": mc, "gain": gain if math.isfinite(gain) else None, "noise": noise}
     what = f"{label} {mi:.1f} -> {mc:.1f} ({_pct(gain)}, noise band {noise * 100:.1f}%)"
     n = min(len(ci), len(cc))
-    if gain <= 0:
+    state, ss = _pareto(incumbent, candidate, objective, gain, noise, gate)
+    pareto = state == "held"
+    if pareto:  # the objective held within noise and latency-bound speed clearly rose
+        nums.update(rule="pareto", **{k: v for k, v in ss.items() if k != "text"})
+        what = f"pareto: {what}; {ss['text']}"
+    elif state == "unclear" and n < gate.max_repeats:  # a drop not clearly beyond noise: measure again
+        return _v(REPEAT, "pareto_repeat", f"knee drop not clearly beyond noise while {ss['text']}, "
+                                           f"repeating both sides: {what}", nums)
+    elif gain <= 0:
         return _v(REVERT, "no_gain", f"no gain: {what}", nums)
     clear = gain > gate.clear_mult * noise
     separated = min(cc) > max(ci)
-    if not (gain > noise and separated and (clear or n >= 2)):
+    if not pareto and not (gain > noise and separated and (clear or n >= 2)):
         if n < gate.max_repeats:
             return _v(REPEAT, "within_noise", f"gain within noise, repeating both sides: {what}", nums)
         return _v(REVERT, "not_beyond_noise", f"gain not beyond noise after {n} repeats each: {what}", nums)
@@ -133,8 +144,32 @@ def decide(incumbent: list[dict], candidate: list[dict], objective: str, gate: G
                    if not enums.get(task, {}).get("non_inferior", False)]
             return _v(REVERT, "eval_regression", f"eval regression: {'; '.join(bad)}"
                               f" (although {what})", nums)
-        return _v(KEEP, "gain_evals_pass", f"{what}; evals: {'; '.join(notes)}", nums)
-    return _v(KEEP, "gain", what, nums)
+        return _v(KEEP, "pareto_evals_pass" if pareto else "gain_evals_pass", f"{what}; evals: {'; '.join(notes)}", nums)
+    return _v(KEEP, "pareto" if pareto else "gain", what, nums)
+
+
+def _pareto(incumbent: list[dict], candidate: list[dict], objective: str, gain: float, noise: float,
+            gate: Gate) -> tuple[str | None, dict]:
+    """The "pareto" keep: a throughput objective held within its noise band (a small drop
+    included) while single-stream tok/s rose clearly beyond its own noise. An engineer keeps
+    such a change (the story's MTP: the knee was set by prefill, single stream rose almost 3x);
+    single stream is what the loop measures on every trial, on the latency-bound workload.
+    ("held", numbers) | ("unclear", numbers): the drop is beyond the band but within clear_mult
+    of it, so repeats decide | (None, {})."""
+    if objective == "single_stream" or gain > noise or gain < -gate.clear_mult * noise:
+        return None, {}
+    si = [m["single_stream_tok_s"] for m in incumbent if m.get("single_stream_tok_s")]
+    sc = [m["single_stream_tok_s"] for m in candidate if m.get("single_stream_tok_s")]
+    if not (si and sc) or median(si) <= 0:
+        return None, {}
+    up = (median(sc) - median(si)) / median(si)
+    band = max(gate.noise_floor, spread(si), spread(sc))
+    if not (up > gate.clear_mult * band and min(sc) > max(si)):
+        return None, {}
+    text = (f"single-stream tok/s {median(si):.1f} -> {median(sc):.1f} ({_pct(up)}, "
+            f"noise band {band * 100:.1f}%)")
+    return ("held" if gain >= -noise else "unclear"), {"single_stream_change": up, "single_stream_noise": band,
+                                                         "text": text}
 
 
 def _pct(x: float) -> str:

@@ -34,6 +34,9 @@ PRECISIONS: dict[str, Precision] = {
     "bf16": Precision(name="bf16", value_bytes=2.0),
     "fp8": Precision(name="fp8", value_bytes=1.0, scale_bytes=4.0, group=128 * 128, compute="fp8"),
     "mxfp4": Precision(name="mxfp4", value_bytes=0.5, scale_bytes=1.0, group=32, compute="fp4"),
+    # NVFP4 (NVIDIA ModelOpt): e2m1 values plus one e4m3 (1-byte) scale per 16 values and a
+    # per-tensor fp32 scale (negligible), so 0.5 + 1/16 bytes per weight; runs on FP4 tensor cores.
+    "nvfp4": Precision(name="nvfp4", value_bytes=0.5, scale_bytes=1.0, group=16, compute="fp4"),
 }
 
 # KV cache element sizes by the names the frameworks use for --kv-cache-dtype.
@@ -81,6 +84,10 @@ class ModelCard(BaseModel):
     index_n_heads: int | None = None
     index_head_dim: int | None = None
     mtp_layers: int = 0  # num_nextn_predict_layers: MTP draft layers stored after the last layer
+    # Layers whose KV grows with the context (None: all). Hybrid models keep a bounded state in
+    # the others: Qwen3.5's Gated-DeltaNet layers (3 of every 4), gpt-oss's 128-token sliding
+    # windows (every other layer) -- they read and store almost nothing per token of context.
+    kv_layers: int | None = None
 
     # ---- shapes ----
     @property
@@ -102,6 +109,10 @@ class ModelCard(BaseModel):
     @property
     def moe_layers(self) -> int:
         return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+
+    @property
+    def context_layers(self) -> int:
+        return self.num_hidden_layers if self.kv_layers is None else self.kv_layers
 
     @property
     def dense_layers(self) -> int:
@@ -178,7 +189,7 @@ class ModelCard(BaseModel):
             per_layer = (self.kv_lora_rank + self.qk_rope_head_dim) * b + (self.index_head_dim or 0) * 1.0
         else:
             per_layer = 2 * self.kv_heads * self.hdim * b
-        return per_layer * self.num_hidden_layers
+        return per_layer * self.context_layers
 
     def moe_shapes(self, tp: int = 1, ep: int = 1) -> MoeShape:
         """Expert GEMM shapes on one shard: with expert parallelism (ep > 1) experts are split
@@ -230,6 +241,46 @@ _BUILTIN = {
                     intermediate_size=12288, vocab_size=151552, max_position_embeddings=131072,
                     n_routed_experts=160, num_experts_per_tok=8, n_shared_experts=1,
                     moe_intermediate_size=1536, first_k_dense_replace=3, mtp_layers=1),
+    # Kimi-K2 (moonshotai/Kimi-K2-Instruct config.json, DeepseekV3ForCausalLM): DeepSeek-V3's
+    # shapes with 384 routed experts, 64 heads, one dense layer, no MTP layer; ~1.04T / 32B active.
+    "kimi-k2": dict(architecture="DeepseekV3ForCausalLM", model_type="kimi_k2", hidden_size=7168,
+                    num_hidden_layers=61, num_attention_heads=64, num_key_value_heads=64,
+                    intermediate_size=18432, vocab_size=163840, max_position_embeddings=262144,
+                    n_routed_experts=384, num_experts_per_tok=8, n_shared_experts=1,
+                    moe_intermediate_size=2048, first_k_dense_replace=1, q_lora_rank=1536,
+                    kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    # DeepSeek-V3.2 (deepseek-ai/DeepSeek-V3.2-Exp config.json): V3's shapes plus the DSA
+    # lightning indexer (index_n_heads 64, index_head_dim 128, index_topk 2048).
+    "deepseek-v3.2": dict(architecture="DeepseekV32ForCausalLM", model_type="deepseek_v32", hidden_size=7168,
+                          num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128,
+                          intermediate_size=18432, vocab_size=129280, max_position_embeddings=163840,
+                          n_routed_experts=256, num_experts_per_tok=8, n_shared_experts=1,
+                          moe_intermediate_size=2048, first_k_dense_replace=3, q_lora_rank=1536,
+                          kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                          index_topk=2048, index_n_heads=64, index_head_dim=128, mtp_layers=1),
+    # Qwen3.5-397B-A17B (Qwen/Qwen3.5-397B-A17B config.json text_config): 60 layers, full
+    # attention every 4th (full_attention_interval 4; the rest Gated-DeltaNet), 32 heads / 2 KV,
+    # head_dim 256, 512 experts top-10 of 1024 plus a 1024-wide shared expert, vocab 248320.
+    "qwen3.5-397b-a17b": dict(architecture="Qwen3_5MoeForConditionalGeneration", model_type="qwen3_5_moe",
+                              hidden_size=4096, num_hidden_layers=60, num_attention_heads=32,
+                              num_key_value_heads=2, head_dim=256, intermediate_size=1024,
+                              vocab_size=248320, max_position_embeddings=262144, n_routed_experts=512,
+                              num_experts_per_tok=10, n_shared_experts=1, moe_intermediate_size=1024,
+                              kv_layers=15, mtp_layers=1),
+    # gpt-oss-120b (openai/gpt-oss-120b config.json): 36 layers alternating 128-token sliding
+    # window and full attention, 64 heads / 8 KV of 64, 128 experts top-4 of 2880, vocab 201088.
+    "gpt-oss-120b": dict(architecture="GptOssForCausalLM", model_type="gpt_oss", hidden_size=2880,
+                         num_hidden_layers=36, num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+                         intermediate_size=2880, vocab_size=201088, max_position_embeddings=131072,
+                         n_routed_experts=128, num_experts_per_tok=4, moe_intermediate_size=2880,
+                         kv_layers=18),
+    # Llama-3.3-70B-Instruct and Llama-3.1-405B-Instruct (meta-llama config.json): dense GQA.
+    "llama-3.3-70b": dict(architecture="LlamaForCausalLM", model_type="llama", hidden_size=8192,
+                          num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+                          intermediate_size=28672, vocab_size=128256, max_position_embeddings=131072),
+    "llama-3.1-405b": dict(architecture="LlamaForCausalLM", model_type="llama", hidden_size=16384,
+                           num_hidden_layers=126, num_attention_heads=128, num_key_value_heads=8, head_dim=128,
+                           intermediate_size=53248, vocab_size=128256, max_position_embeddings=131072),
     "smollm2-135m": dict(architecture="LlamaForCausalLM", model_type="llama", hidden_size=576,
                          num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, head_dim=64,
                          intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True,

@@ -28,7 +28,7 @@ _N = NormalDist()
 TASKS = {"gsm8k": (0.965, 200, 0.0, 1.0), "gpqa-diamond": (0.9217, 198, 1.0, 1.0),
          "tau2": (0.819, 278, 0.0, 0.0), "longctx": (0.96, 50, 0.0, 0.5), "qa": (0.99, 32, 0.0, 0.3)}
 # Latent skill relative to the FP8 reference, per precision of weights and of the KV cache.
-WEIGHT_SKILL = {"bf16": 0.03, "fp8": 0.0, "mxfp4": -0.13}
+WEIGHT_SKILL = {"bf16": 0.03, "fp8": 0.0, "mxfp4": -0.13, "nvfp4": -0.10}  # NVFP4: finer (16) fp8-scaled groups
 RHO = 0.6  # share of the sampling noise common to all configs
 KV_SKILL = {"auto": 0.0, "bf16": 0.0, "fp8": -0.03, "fp8_e4m3": -0.03, "fp8_e5m2": -0.06}
 

@@ -105,7 +105,13 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
     out["config"] = {"model": model, "weights": weights, "hw": hw, "framework": framework,
                      "framework_version": fw.version, "moe_tuned": moe_tuned, "flags": tail, "simulated_s": round(sim.elapsed_s(), 1)}
     out["notes"] = notes
+    out["uncertainty"] = _uncertainty(framework, hw, out)
     return out
+
+
+def _uncertainty(framework: str, hw: str, out: dict) -> dict:
+    from sandboxes.sim.uncertainty import for_estimate
+    return for_estimate(framework, hw, out)
 
 
 def _table(out: dict) -> str:
@@ -120,6 +126,10 @@ def _table(out: dict) -> str:
                 + (f"{k['rps']:.2f} RPS, {k['tok_s']:.0f} tok/s/node" if k else "none"))
     if out.get("single_stream_tok_s") is not None:
         rows.append(f"single stream (10k in / 1.5k out): {out['single_stream_tok_s']:.0f} tok/s")
+    u = out.get("uncertainty") or {}
+    if u.get("message"):
+        band = u.get("knee_tok_s_band")
+        rows.append("uncertainty: " + u["message"] + (f"; knee {band[0]:.0f}-{band[1]:.0f} tok/s" if band else ""))
     rows += [f"note: {n}" for n in out.get("notes", [])]
     return "\n".join(rows)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sandboxes.sim.perf import (Efficiency, SimConfig, acceptance_length, frontend_s,
+from sandboxes.sim.perf import (Efficiency, SimConfig, acceptance_length, acceptance_spread, frontend_s,
                                 kv_capacity_tokens, step_time)
 from tools.bench.records import RequestRecord, RequestSpec
 from tools.hardware import HardwareProfile
@@ -65,6 +65,7 @@ class Engine:
                  rng: np.random.Generator, noise: float = 0.02, context_len: int | None = None):
         self.m, self.hw, self.cfg, self.eff, self.rng = model, hw, cfg, eff, rng
         self.accept = acceptance_length(cfg)
+        self.accept_sd, self.accept_max = 0.0, 1
         self.capacity = kv_capacity_tokens(model, hw, cfg)
         self.context_len = context_len or model.max_position_embeddings
         # One draw per run: the run-to-run spread a real node shows (clocks, placement, thermals).
@@ -76,6 +77,10 @@ class Engine:
     def run(self, specs: list[RequestSpec], concurrency: int | None = None) -> list[RequestRecord]:
         reps = [_Replica(i, self.capacity) for i in range(self.cfg.replicas)]
         records: dict[int, RequestRecord] = {}
+        # Drafts accept less on random-token prompts than on text (benchmark clients' random dataset).
+        rnd = sum(s.random_tokens for s in specs) * 2 > len(specs)
+        self.accept = acceptance_length(self.cfg, random_tokens=rnd)
+        self.accept_sd, self.accept_max = acceptance_spread(self.cfg, random_tokens=rnd)
         self._fe_free = 0.0
         self._seq = 0
         self._rr = 0
@@ -118,10 +123,12 @@ class Engine:
         # The front end tokenizes requests one at a time, then dispatches round-robin.
         start = max(t, self._fe_free)
         self._fe_free = start + frontend_s(s.input_tokens, self.eff)
+        # The per-request latency (HTTP, tokenizer IPC) delays this request only, not the queue.
+        ready = self._fe_free + self.eff.req_ms * 1e-3
         r = reps[self._rr % len(reps)]
         self._rr += 1
         self._seq += 1
-        heapq.heappush(r.pending, (self._fe_free, self._seq, _Req(spec=s, send_s=t, ready_s=self._fe_free)))
+        heapq.heappush(r.pending, (ready, self._seq, _Req(spec=s, send_s=t, ready_s=ready)))
 
     # ---- one scheduler action of one replica -------------------------------------------
     def _admit(self, r: _Replica) -> None:
@@ -231,10 +238,10 @@ class Engine:
     def _advance(self, r: _Replica, run: list[_Req], n: int, *, t_s: float | None = None,
                  start: float | None = None) -> list[_Req]:
         """n decode steps for `run`; completions get their exact step's end time."""
-        a = self.accept
         done = []
         for q in list(run):
             left = q.spec.output_tokens - q.generated
+            a = self._emitted(n) / n
             steps = math.ceil(left / a)
             if steps <= n:
                 q.generated = float(q.spec.output_tokens)
@@ -249,6 +256,14 @@ class Engine:
                 q.own_kv += n * a
                 r.used += n * a
         return done
+
+    def _emitted(self, n: int) -> float:
+        """Tokens one request emits over n verify steps: the mean, plus the spread of a draft
+        chain's acceptance (each step emits 1 .. depth+1 tokens)."""
+        if self.accept_sd <= 0.0:
+            return n * self.accept
+        g = n * self.accept + self.accept_sd * math.sqrt(n) * float(self.rng.standard_normal())
+        return min(max(g, float(n)), float(n * self.accept_max))
 
     def _preempt(self, r: _Replica) -> None:
         """Out of KV: retract the newest running requests (they re-prefill later)."""

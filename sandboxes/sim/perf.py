@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from sandboxes.sim import table
 from tools.hardware import HardwareProfile
 from tools.models import ModelCard, get_precision, kv_elem_bytes
 
@@ -29,41 +30,25 @@ class Efficiency:
     ar_fused_us: float  # ... fused with the residual RMSNorm (aiter allreduce fusion)
     frontend_tok_s: float  # tokenizer throughput of the (serial) front end, tokens/s
     mixed_prefill: bool = False  # prefill chunks share steps with decodes (vLLM/ATOM) or not (sglang)
+    req_ms: float = 10.0  # per-request latency outside the engine (HTTP, tokenizer IPC): adds to TTFT
 
 
-# Calibrated against the story (DESIGN.md) for sglang on ROCm; the CUDA rows reflect a more
-# mature kernel stack (shorter launch gaps, better achieved bandwidth), the vLLM / ATOM rows
-# differ where those engines differ (mixed prefill batches; ATOM's aiter-native kernels).
-EFFICIENCY: dict[tuple[str, str], Efficiency] = {
-    ("sglang", "amd"): Efficiency(bw=0.245, gemm=0.12, attn=0.25, moe_default=0.67, layer_us=90.0,
-                                  eager_layer_us=260.0, step_ms=2.0, req_us=150.0, ar_us=32.0, ar_fused_us=14.0,
-                                  frontend_tok_s=100000.0),
-    ("sglang", "nvidia"): Efficiency(bw=0.92, gemm=0.35, attn=0.40, moe_default=0.6, layer_us=50.0,
-                                     eager_layer_us=200.0, step_ms=1.5, req_us=20.0, ar_us=20.0, ar_fused_us=12.0,
-                                     frontend_tok_s=100000.0),
-    # vLLM and ATOM run the same aiter / Triton kernels on ROCm: same order of efficiency as
-    # sglang there (vLLM: no allreduce fusion; ATOM: aiter-native, fuses it by default).
-    ("vllm", "amd"): Efficiency(bw=0.24, gemm=0.13, attn=0.22, moe_default=0.67, layer_us=100.0,
-                                eager_layer_us=280.0, step_ms=2.5, req_us=150.0, ar_us=32.0, ar_fused_us=32.0,
-                                frontend_tok_s=100000.0, mixed_prefill=True),
-    ("vllm", "nvidia"): Efficiency(bw=0.90, gemm=0.33, attn=0.38, moe_default=0.6, layer_us=55.0,
-                                   eager_layer_us=200.0, step_ms=2.0, req_us=25.0, ar_us=20.0, ar_fused_us=20.0,
-                                   frontend_tok_s=100000.0, mixed_prefill=True),
-    ("atom", "amd"): Efficiency(bw=0.27, gemm=0.15, attn=0.25, moe_default=0.67, layer_us=85.0,
-                                eager_layer_us=240.0, step_ms=1.8, req_us=120.0, ar_us=28.0, ar_fused_us=14.0,
-                                frontend_tok_s=100000.0, mixed_prefill=True),
-    # CPU builds (vLLM's): calibrated to ../shared/TESTBED.md (SmolLM2-135M, 2 cores: 120-185
-    # output tok/s at 16 in flight, 1k-token prompts), against the ISA peak of tools.hardware.
-    ("cpu", "cpu"): Efficiency(bw=0.6, gemm=0.5, attn=0.5, moe_default=0.8, layer_us=60.0,
-                               eager_layer_us=60.0, step_ms=5.0, req_us=200.0, ar_us=0.0, ar_fused_us=0.0,
-                               frontend_tok_s=200000.0, mixed_prefill=True),
-}
+# The rows are the calibration's output (sandboxes/sim/calibration.json, written by
+# `python -m sandboxes.sim.calibrate` from ../shared/data/public-benchmarks and the story; the
+# meaning and range of each fitted parameter are in sandboxes/sim/table.py). A version row
+# (`sglang/amd/0.5.8`) is an older release on the same hardware.
+def _rows() -> dict[str, Efficiency]:
+    return {k: Efficiency(**v) for k, v in table.load()["rows"].items()}
 
 
-def efficiency(framework: str, vendor: str) -> Efficiency:
+def efficiency(framework: str, vendor: str, version: str | None = None) -> Efficiency:
+    rows = _rows()
     if vendor == "cpu":  # one CPU build behaves like another: no graphs, no collectives
-        return EFFICIENCY[("cpu", "cpu")]
-    return EFFICIENCY.get((framework, vendor)) or EFFICIENCY.get((framework, "amd")) or EFFICIENCY[("cpu", "cpu")]
+        return rows["cpu/cpu"]
+    for key in ((f"{framework}/{vendor}/{version}",) if version else ()) + (f"{framework}/{vendor}", f"{framework}/amd"):
+        if key in rows:
+            return rows[key]
+    return rows["cpu/cpu"]
 
 
 @dataclass
@@ -91,6 +76,7 @@ class SimConfig:
     conservativeness: float = 1.0  # KV reserved for running requests' future tokens, relative
     attn_dp: int = 1  # DP attention: attention (and its KV) split over this many ranks of the tp GPUs
     moe_tuned: bool = False
+    version: str | None = None  # an older framework release with its own calibrated row (None: current)
     notes: dict = field(default_factory=dict)
 
     @property
@@ -102,22 +88,43 @@ class SimConfig:
         return 1 + self.spec_draft_tokens if self.spec else 1
 
 
-# Per-token acceptance probability of a chain draft, by algorithm. MTP/NEXTN heads trained with
-# the model accept ~0.69-0.78 per position (DeepSeek-V3 MTP: 2.18 tokens at 3 draft tokens and 2.44
-# at 4 on H200, FACTS.md); EAGLE3 heads a bit less; n-gram lookup rarely hits on random prompts.
-ACCEPT_P = {"mtp": 0.85, "eagle": 0.85, "eagle3": 0.72, "ngram": 0.30}
+# Per-position acceptance of a chain draft relative to an MTP head trained with the model (whose
+# own rate, on text and on random-token prompts, is fitted: table.GLOBAL_PARAMS); EAGLE3 heads
+# trained apart accept a bit less; n-gram lookup hits only where the text repeats itself.
+ACCEPT_REL = {"mtp": 1.0, "eagle": 1.0, "eagle3": 0.85, "ngram": 0.35}
 
 
-def acceptance_length(cfg: SimConfig) -> float:
-    """Expected tokens emitted per verify step: 1 + sum of p^i over the draft chain, with a
-    small gain from topk > 1 trees (more candidates per position)."""
-    if not cfg.spec:
-        return 1.0
-    p = ACCEPT_P.get(cfg.spec, 0.5)
+def accept_p(spec: str, random_tokens: bool = False) -> float:
+    g = table.load()["globals"]
+    return ACCEPT_REL.get(spec, 0.6) * g["accept_random" if random_tokens else "accept_text"]
+
+
+def _chain(cfg: SimConfig, random_tokens: bool) -> tuple[float, int]:
+    """(per-position acceptance, draft depth), with a small gain from topk > 1 trees."""
+    p = accept_p(cfg.spec, random_tokens)
     if cfg.spec_topk > 1:
         p = 1 - (1 - p) ** (1 + 0.35 * math.log2(cfg.spec_topk))
-    depth = max(0, min(cfg.spec_steps, cfg.spec_draft_tokens))
+    return p, max(0, min(cfg.spec_steps, cfg.spec_draft_tokens))
+
+
+def acceptance_length(cfg: SimConfig, random_tokens: bool = False) -> float:
+    """Expected tokens emitted per verify step: 1 + sum of p^i over the draft chain."""
+    if not cfg.spec:
+        return 1.0
+    p, depth = _chain(cfg, random_tokens)
     return (1 - p ** (depth + 1)) / (1 - p)
+
+
+def acceptance_spread(cfg: SimConfig, random_tokens: bool = False) -> tuple[float, int]:
+    """(standard deviation of the tokens one verify step emits, the most it can emit). A draft
+    chain stops at its first rejection, so P(T >= j) = p^(j-1): requests of equal length finish
+    at different steps, and a closed loop's equal-length requests do not stay in waves."""
+    if not cfg.spec:
+        return 0.0, 1
+    p, depth = _chain(cfg, random_tokens)
+    mean = sum(p ** (j - 1) for j in range(1, depth + 2))
+    second = sum((2 * j - 1) * p ** (j - 1) for j in range(1, depth + 2))
+    return math.sqrt(max(second - mean * mean, 0.0)), depth + 1
 
 
 ROUTE_CORR = 0.3  # a draft token adds this fraction of an independent token's expert routing
@@ -171,8 +178,9 @@ def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float, prefill: boo
             kv += ctx * m.index_head_dim
         return flops * m.num_hidden_layers, kv * m.num_hidden_layers
     per_key = 4 * m.num_attention_heads * m.hdim
-    return (tokens * ctx * per_key * m.num_hidden_layers,
-            ctx * 2 * m.kv_heads * m.hdim * kvb * m.num_hidden_layers)
+    # Hybrid models: only the full-attention layers read a context-long KV (the others a bounded state).
+    return (tokens * ctx * per_key * m.context_layers,
+            ctx * 2 * m.kv_heads * m.hdim * kvb * m.context_layers)
 
 
 @dataclass(frozen=True)
@@ -214,7 +222,11 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
         # (scales, routing, tile tails) is amortized over fewer columns. Normalized at N = 512.
         n_shard = m.moe_shapes(tp, tp if cfg.ep else 1).N
         shard_eff = (1 + 64 / 512) / (1 + 64 / n_shard)
-        t = max(moe_b / bw, moe_f / (peak * eff.gemm)) / shard_eff
+        # Few experts per step cannot fill the GPU: their weights stream at a fraction of the
+        # saturated rate (measured, table.MOE_HALF_EXPERTS). Under EP a GPU holds 1/tp of them.
+        per_gpu = touched / (tp if cfg.ep else 1)
+        occupancy = per_gpu / (per_gpu + table.MOE_HALF_EXPERTS)
+        t = max(moe_b / (bw * occupancy), moe_f / (peak * eff.gemm)) / shard_eff
         parts["moe"] = t if cfg.moe_tuned else t / eff.moe_default
     # Attention: KV reads of decodes (replicated per rank for MLA), FLOPs split over heads.
     attn_peak = hw.peak_tflops("bf16") * 1e12 * eff.attn
@@ -275,5 +287,5 @@ def kv_capacity_tokens(m: ModelCard, hw: HardwareProfile, cfg: SimConfig) -> flo
 
 
 def frontend_s(tokens: int, eff: Efficiency) -> float:
-    """Tokenization + request handling in the serial front end."""
-    return 0.01 + tokens / eff.frontend_tok_s
+    """Tokenization in the serial front end (the per-request latency, eff.req_ms, is not serial)."""
+    return tokens / eff.frontend_tok_s

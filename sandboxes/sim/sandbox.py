@@ -44,7 +44,7 @@ class SimClient:
     def engine(self) -> Engine:
         self.runs += 1
         rng = np.random.default_rng([self.seed, self.runs])
-        return Engine(self.sb.model, self.sb.hw, self.cfg, efficiency(self.cfg.framework, self.sb.hw.vendor),
+        return Engine(self.sb.model, self.sb.hw, self.cfg, efficiency(self.cfg.framework, self.sb.hw.vendor, self.cfg.version),
                       rng=rng, noise=self.sb.noise)
 
     async def run(self, specs: list[RequestSpec], *, concurrency: int | None = None) -> list[RequestRecord]:
@@ -58,7 +58,7 @@ class SimClient:
         ans = self.sb.answerer()
         out = [ans.answer(p, self.skill, temperature=temperature, seed=seed) for p in prompts]
         # Simulated time: the prompts as one batch of requests at 64 in flight.
-        eff = efficiency(self.cfg.framework, self.sb.hw.vendor)
+        eff = efficiency(self.cfg.framework, self.sb.hw.vendor, self.cfg.version)
         n_tok = sum(len(p) for p in prompts) / 4
         step = step_time(self.sb.model, self.sb.hw, self.cfg, eff, n_decode=min(64, len(prompts)) or 1,
                          decode_ctx=n_tok / max(len(prompts), 1)).seconds
@@ -196,6 +196,12 @@ class SimSandbox:
             w.line(f"Detected quantized checkpoint: quant_method={'quark' if c.weights == 'mxfp4' else 'fp8'}, "
                    f"weights={c.weights}; excluded from quantization: lm_head, model.embed_tokens, "
                    f"model.layers.{m.num_hidden_layers}.*", rank=rank)
+        if c.weights == "nvfp4" and hw.is_rocm:
+            # NVFP4 (ModelOpt: e4m3 scales per 16 values) runs on NVIDIA Blackwell FP4 kernels; the
+            # ROCm builds serve MXFP4 (OCP MX, e8m0 per 32) instead.
+            w.raw(f"ValueError: The quantization method modelopt_fp4 is not supported for the current GPU "
+                  f"({hw.arch}): it needs NVIDIA compute capability 10.0")
+            self._fail(fw, w, log_path, seconds=load_s * 0.2)
         src_ok = not self.check_source
         if fw.name == "vllm" and not src_ok and (err := simfw.vllm_quark_unsupported(tree, m, c.weights)):
             w.line("EngineCore failed to start.", "ERROR", where="core.py:708", rank=rank)

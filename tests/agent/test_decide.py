@@ -51,6 +51,20 @@ CASES = [
      "eval regression: gsm8k"),
     ("eval task missing", [m(1000, evals={"gsm8k": [1, 0] * 10, "long": [1] * 20})],
      [m(1500, evals={"gsm8k": [1, 0] * 10})], "revert", "long: not evaluated"),
+    # pareto: the knee held within its noise band, single stream rose clearly (the story's MTP)
+    ("pareto: knee held, single stream up", [m(1000, ss=70)], [m(992, ss=200)], "keep",
+     "pareto: knee tok/s/node 1000.0 -> 992.0 (-0.8%, noise band 2.0%); single-stream tok/s 70.0 -> 200.0"),
+    ("pareto: knee within noise above", [m(1000, ss=70)], [m(1010, ss=200)], "keep", "pareto:"),
+    ("pareto: a drop not clearly beyond noise is measured again", [m(1000, ss=70)], [m(970, ss=200)], "repeat",
+     "knee drop not clearly beyond noise while single-stream tok/s 70.0 -> 200.0"),
+    ("pareto: a drop that stays beyond noise after repeats", [m(1000, ss=70), m(1001, ss=70), m(1000, ss=70)],
+     [m(970, ss=200), m(971, ss=200), m(972, ss=200)], "revert", "no gain"),
+    ("pareto needs the knee held", [m(1000, ss=70)], [m(930, ss=200)], "revert", "no gain"),
+    ("pareto needs a clear single-stream rise", [m(1000, ss=100)], [m(995, ss=105)], "revert", "no gain"),
+    ("pareto needs separated single streams", [m(1000, ss=100), m(1000, ss=300)],
+     [m(995, ss=280), m(998, ss=320)], "revert", "no gain"),
+    ("pareto still passes the eval gate", [m(1000, ss=70, evals=ev(193))], [m(992, ss=200)], "evaluate",
+     "pareto:"),
 ]
 
 
@@ -120,3 +134,14 @@ def test_story_mxfp4_gsm8k_passes_the_default_gate():
     # FP8 0.965 vs MXFP4 0.955 on 200 items (story): -1 point is inside the 2-point margin.
     ok, nums, notes = eval_gate(ev(193), ev(193, flips_down=4, flips_up=2), Gate())
     assert ok and nums["gsm8k"]["gap"] == pytest.approx(-0.01)
+
+
+def test_pareto_keep_records_its_code_rule_and_both_changes():
+    v = decide([m(1000, ss=70)], [m(992, ss=200)], "knee", G)
+    assert v.decision == "keep" and v.code == "pareto" and v.numbers["rule"] == "pareto"
+    assert v.numbers["gain"] == pytest.approx(-0.008) and v.numbers["single_stream_change"] == pytest.approx(130 / 70)
+    plain = decide([m(1000, ss=70)], [m(1200, ss=200)], "knee", G)
+    assert plain.code == "gain" and "rule" not in plain.numbers  # a plain gain is not a pareto keep
+    assert decide([m(1000, ss=70)], [m(970, ss=200)], "knee", G).code == "pareto_repeat"
+    ev = {"gsm8k": [1] * 190 + [0] * 10}
+    assert decide([m(1000, ss=70, evals=ev)], [m(992, ss=200, evals=ev)], "knee", G).code == "pareto_evals_pass"

@@ -6,6 +6,7 @@ import pytest
 from agent.cli import main
 from sandboxes.sim.cli import run_estimate
 from agent.errors import BadInput
+from sandboxes.sim.calib_run import STORY_KNEE_RPS_S1
 
 SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "5", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "6"]
@@ -32,7 +33,11 @@ def test_final_config_via_cli_json(capsys):
     assert {"rps", "concurrency", "tok_s", "total_tok_s", "ttft_p50_s", "ttft_p95_s", "tpot_p50_s",
             "success"} <= set(out["sweep"][0])
     assert len(out["sweep"]) >= 6
-    assert near(out["knee"]["rps"], 2.4, 0.10), out["knee"]
+    # The knee's achieved rate against the one the story's measurement carries: 2626 tok/s of
+    # 1000-token answers, all successful, is 2.626 req/s. The story's "2.4 RPS" is the rate its
+    # client offered (its sweep: 1.5 RPS -> 1913 tok/s), see STORY_KNEE_RPS_S1.
+    assert near(out["knee"]["rps"], STORY_KNEE_RPS_S1, 0.10), out["knee"]
+    assert out["knee"]["tok_s"] == pytest.approx(1000 * out["knee"]["rps"], rel=1e-6)
     assert near(out["knee"]["tok_s"], 2626, 0.12), out["knee"]
     assert near(out["single_stream_tok_s"], 213, 0.12), out["single_stream_tok_s"]
 

@@ -17,6 +17,7 @@ class RequestSpec:
     prefix_tokens: int = 0  # leading tokens shared with the other requests of the same group
     prefix_group: int = 0
     prompt: str | None = None  # text for real servers; the simulator needs only the counts
+    random_tokens: bool = False  # prompt of random token ids (benchmark clients' `random` dataset)
 
 
 @dataclass(slots=True)

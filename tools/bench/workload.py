@@ -18,6 +18,12 @@ class Workload(BaseModel):
     output_len: int = Field(1000, ge=1, le=1_000_000)
     prefix_hit: float = Field(0.6, ge=0.0, le=1.0)  # fraction of input tokens shared (cacheable)
     prefix_groups: int = Field(1, ge=1, le=100_000)  # distinct shared prefixes (e.g. system prompts / docs)
+    # Benchmark clients' --random-range-ratio: each request's input and output lengths are drawn
+    # uniformly in [ratio x len, len] (1.0: every request exactly len, as the story's workload).
+    range_ratio: float = Field(1.0, gt=0.0, le=1.0)
+    # Prompts of random token ids (vLLM/ATOM benchmark_serving `--dataset-name random`) rather than
+    # text: a draft model guesses the continuation of noise far worse than of real text.
+    random_tokens: bool = False
 
 
 def schedule(w: Workload, *, n: int, rate: float | None, seed: int = 0) -> list[RequestSpec]:
@@ -29,7 +35,13 @@ def schedule(w: Workload, *, n: int, rate: float | None, seed: int = 0) -> list[
     gaps = rng.exponential(1.0 / rate, size=n) if rate else np.zeros(n)
     arrivals = np.cumsum(gaps) - (gaps[0] if n else 0.0)  # first request at t=0
     prefix = int(round(w.input_len * w.prefix_hit))
-    return [RequestSpec(id=i, input_tokens=w.input_len, output_tokens=w.output_len,
-                        arrival_s=float(arrivals[i]), prefix_tokens=prefix,
-                        prefix_group=int(i % w.prefix_groups))
+    ins, outs = [w.input_len] * n, [w.output_len] * n
+    if w.range_ratio < 1.0:
+        # A second stream, so a spread does not change the arrivals of the same seed.
+        lr = np.random.default_rng([seed, 1])
+        ins = [int(x) for x in lr.integers(max(int(w.input_len * w.range_ratio), 1), w.input_len + 1, size=n)]
+        outs = [int(x) for x in lr.integers(max(int(w.output_len * w.range_ratio), 1), w.output_len + 1, size=n)]
+    return [RequestSpec(id=i, input_tokens=ins[i], output_tokens=outs[i],
+                        arrival_s=float(arrivals[i]), prefix_tokens=min(prefix, ins[i]),
+                        prefix_group=int(i % w.prefix_groups), random_tokens=w.random_tokens)
             for i in range(n)]

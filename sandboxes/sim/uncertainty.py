@@ -1,0 +1,82 @@
+"""How far to trust a simulated prediction: the calibration's residual spread in the nearest
+calibrated group (framework x hardware), with the number of public points behind it.
+
+The spread is the root-mean-square of log(predicted / measured) over the group's points, so
+`x exp(+-sd)` is a one-sigma band; a group reached only by extrapolation (same framework on other
+hardware of the vendor, or another framework on this hardware) gets a wider band and says so,
+and a configuration near no calibrated group says that instead of a number.
+"""
+from __future__ import annotations
+
+import math
+
+from sandboxes.sim import table
+from tools.hardware import get_hardware
+
+EXTRAPOLATION_WIDENING = 1.5  # a neighbouring group's spread, widened: its errors are not this group's
+MIN_POINTS = 3  # fewer points say little about a spread: the pooled spread of all points stands in
+
+
+def _vendor(hw: str) -> str:
+    try:
+        return get_hardware(hw).vendor
+    except Exception:  # noqa: BLE001 - an unknown name is simply far from every group
+        return "?"
+
+
+def nearest_group(framework: str, hw: str, groups: dict) -> tuple[str | None, str]:
+    """(group key, how it was reached): exact, same framework on the vendor's other hardware,
+    another framework on this hardware, or none."""
+    groups = {k: v for k, v in groups.items() if k != "all"}
+    key = f"{framework}/{hw}"
+    if key in groups:
+        return key, "calibrated"
+    vendor = _vendor(hw)
+    best = lambda ks: max(ks, key=lambda k: groups[k]["n"]) if ks else None  # noqa: E731
+    same_fw = [k for k in groups if k.startswith(f"{framework}/") and _vendor(k.split("/", 1)[1]) == vendor]
+    if (k := best(same_fw)) is not None:
+        return k, f"extrapolated from {k} (same framework, other {vendor} hardware)"
+    same_hw = [k for k in groups if k.endswith(f"/{hw}")]
+    if (k := best(same_hw)) is not None:
+        return k, f"extrapolated from {k} (other framework, same hardware)"
+    return None, "far from any calibrated group"
+
+
+def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
+    """The band to print beside a prediction: {group, basis, n, tok_s_sd, tok_s_factor, ...}."""
+    groups = (tbl or table.load()).get("groups", {})
+    key, basis = nearest_group(framework, hw, groups)
+    if key is None:
+        return {"group": None, "basis": basis, "n": 0,
+                "message": f"{framework} on {hw}: {basis}; no public measurement backs this prediction"}
+    g = groups[key]
+    widen = 1.0 if basis == "calibrated" else EXTRAPOLATION_WIDENING
+    out = {"group": key, "basis": basis, "n": g["n"]}
+    pooled = groups.get("all", {})
+    for metric, name in (("output_tok_s", "tok_s"), ("tpot_s", "tpot"), ("ttft_s", "ttft")):
+        if metric in g:
+            sd = g[metric]["sd"]
+            if g[metric]["n"] < MIN_POINTS and metric in pooled:
+                sd = max(sd, pooled[metric]["sd"])
+                out["basis"] = basis = f"{basis}; only {g[metric]['n']} point(s): the spread of all points is used"
+            sd *= widen
+            out[f"{name}_sd"] = round(sd, 4)
+            out[f"{name}_factor"] = round(math.exp(sd), 3)  # one-sigma band: x/ this factor
+            out[f"{name}_n"] = g[metric]["n"]
+    out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: "
+                      f"{g['n']} public points in {key})")
+    return out
+
+
+def band(value: float | None, u: dict) -> tuple[float, float] | None:
+    f = u.get("tok_s_factor")
+    return None if value is None or f is None else (value / f, value * f)
+
+
+def for_estimate(framework: str, hw: str, out: dict, tbl: dict | None = None) -> dict:
+    """The band `agent estimate` prints and puts in --json, applied to its knee and single stream."""
+    u = uncertainty(framework, hw, tbl)
+    for name, v in (("knee_tok_s", (out.get("knee") or {}).get("tok_s")), ("single_stream_tok_s", out.get("single_stream_tok_s"))):
+        if (b := band(v, u)) is not None:
+            u[f"{name}_band"] = [round(b[0], 1), round(b[1], 1)]
+    return u

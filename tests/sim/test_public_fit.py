@@ -1,0 +1,201 @@
+"""Issue 15: the shipped efficiency table is the calibration's output, and the mechanisms the
+public benchmarks show are in the model (length spread, prompt kind, batch occupancy, versions)."""
+import json
+
+import numpy as np
+import pytest
+
+from sandboxes.sim import table
+from sandboxes.sim.calib_fit import summarize
+from sandboxes.sim.calibrate import engine_eval, error_rows, load_cases, targets
+from sandboxes.sim.engine import Engine
+from sandboxes.sim.perf import SimConfig, acceptance_length, acceptance_spread, efficiency, step_time
+from sandboxes.sim.points import OutOfScope, to_case
+from sandboxes.sim.uncertainty import uncertainty
+from tools.bench.metrics import summarize as bench_summary
+from tools.bench.workload import Workload, schedule
+from tools.hardware import get_hardware
+from tools.models import get_model
+
+M, HW = get_model("glm-5.2"), get_hardware("mi355x")
+
+
+@pytest.fixture(scope="module")
+def shipped(shared_dir):
+    cs, skipped = load_cases(shared_dir / "data" / "public-benchmarks" / "points.json")
+    tbl = table.reload()
+    return cs, skipped, tbl, error_rows(cs, engine_eval(cs, tbl))
+
+
+def test_shipped_table_reproduces_its_recorded_error_summary(shipped):
+    # The table is what `python -m sandboxes.sim.calibrate` wrote: re-running the simulator on
+    # the same points with it gives the summary recorded beside it (a hand edit would not).
+    cs, _, tbl, rows = shipped
+    got, want = summarize(rows), tbl["summary"]
+    assert got["points"] == want["points"] == len(cs)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, abs=2e-3), k
+
+
+def test_shipped_fit_meets_the_throughput_tpot_ttft_and_story_targets(shipped):
+    _, _, _, rows = shipped
+    met = dict(targets(summarize(rows), refusals=0))
+    assert met["throughput median error <= 15%"]
+    assert met[">= 80% of throughput within 30%"]
+    assert met["TPOT median error <= 15%"]
+    assert met["TTFT median error <= 30%"]
+    assert met["story figures within 12%"]
+
+
+def test_cross_validation_is_recorded_and_worse_than_the_fit(shipped):
+    _, _, tbl, _ = shipped
+    cv = tbl["cv"]["leave_one_source_out"]
+    assert cv["points"] == tbl["summary"]["points"]
+    assert cv["tput_median"] >= tbl["summary"]["tput_median"]  # held-out error cannot beat in-sample
+
+
+def _point(**kw):
+    p = {"id": "X1", "source": {"repo": "r", "path": "p"}, "model": "zai-org/GLM-5-FP8", "weights_precision": "FP8",
+         "hardware": "MI355X", "gpu_count": 4, "framework": "sglang v0.5.12", "parallelism": "--tp-size 4",
+         "spec_decoding": None, "isl": 1024, "osl": 1024, "random_range_ratio": 0.8, "concurrency": 16,
+         "num_prompts": 160, "output_tok_s": 500.0, "output_tok_s_scope": "per server", "ttft_median_ms": None,
+         "tpot_median_ms": 20.0, "ttft_mean_ms": None, "tpot_mean_ms": None,
+         "launch": "python3 -m sglang.launch_server --model-path M --tp-size 4 --attention-backend dsa "
+                   "--reasoning-parser glm45 --no-such-flag 3 --port 8000", "notes": "", "inferred": []}
+    p.update(kw)
+    return p
+
+
+def test_a_flag_the_cli_rejects_is_a_listed_refusal_not_a_lost_point():
+    # A build without a release number is parsed by the newest shipped CLI, which has the DSA
+    # backend; a flag no release has is dropped, listed, and the configuration still simulated.
+    c = to_case(_point(framework="sglang (PR #32175 build)"))
+    assert c.release is None
+    assert c.tail == ["--tp-size", "4", "--attention-backend", "dsa", "--reasoning-parser", "glm45"]
+    assert c.refused == ["--no-such-flag (unrecognized)"]
+    # The release a point names parses its launch: sglang 0.5.12 had no `dsa` choice yet (nsa).
+    old = to_case(_point())
+    assert old.release == "0.5.12" and old.refused[0] == "--attention-backend ('dsa' not accepted)"
+    assert (c.framework, c.version, c.measured) == ("sglang", None, {"output_tok_s": 500.0, "tpot_s": 0.02})
+    assert to_case(_point(framework="sglang v0.5.8.post1 (rocm/sgl-dev)")).version == "0.5.8"
+    with pytest.raises(OutOfScope, match="disaggregated"):
+        to_case(_point(framework="sglang PD + large EP"))
+    with pytest.raises(OutOfScope, match="GPU count"):
+        to_case(_point(gpu_count=None))
+
+
+def test_range_ratio_spreads_lengths_without_moving_arrivals():
+    w = Workload(input_len=1000, output_len=500, prefix_hit=0.0)
+    fixed = schedule(w, n=400, rate=2.0, seed=3)
+    spread = schedule(w.model_copy(update={"range_ratio": 0.8}), n=400, rate=2.0, seed=3)
+    assert {s.input_tokens for s in fixed} == {1000}
+    ins = np.array([s.input_tokens for s in spread])
+    assert ins.min() >= 800 and ins.max() <= 1000 and 880 < ins.mean() < 920
+    assert [s.arrival_s for s in fixed] == [s.arrival_s for s in spread]
+
+
+def _engine(**kw):
+    cfg = SimConfig(**{**dict(framework="sglang", weights="fp8", tp=4, kv_dtype="fp8_e4m3", moe_tuned=True), **kw})
+    return Engine(M, HW, cfg, efficiency("sglang", "amd"), rng=np.random.default_rng(0), noise=0.0)
+
+
+def test_equal_lengths_arrive_in_waves_and_queue_behind_each_others_prefill():
+    # ratio 1.0: all requests of a wave finish together, the next wave's prompts queue for prefill.
+    w = Workload(input_len=8192, output_len=1024, prefix_hit=0.0)
+    same = bench_summary(_engine().run(schedule(w, n=160, rate=None), concurrency=32))
+    spread = bench_summary(_engine().run(schedule(w.model_copy(update={"range_ratio": 0.8}), n=160, rate=None),
+                                         concurrency=32))
+    assert same.ttft_p50_s > 2 * spread.ttft_p50_s
+
+
+def test_speculative_acceptance_spreads_equal_lengths_out_of_their_waves():
+    # A draft chain emits 1..depth+1 tokens a step (stopping at its first rejection), so requests
+    # of one length finish at different steps and the next ones arrive staggered, not in a wave.
+    mtp = dict(spec="mtp", spec_steps=3, spec_draft_tokens=3)
+    sd, most = acceptance_spread(SimConfig(framework="sglang", **mtp))
+    assert sd > 0.5 and most == 4 and acceptance_spread(SimConfig(framework="sglang")) == (0.0, 1)
+    w = Workload(input_len=8192, output_len=1024, prefix_hit=0.0)
+    waves = bench_summary(_engine().run(schedule(w, n=160, rate=None), concurrency=32))
+    spec = bench_summary(_engine(**mtp).run(schedule(w, n=160, rate=None), concurrency=32))
+    assert spec.ttft_p50_s < 0.5 * waves.ttft_p50_s
+    e = _engine(**mtp)
+    e.run(schedule(w, n=1, rate=None), concurrency=1)  # sets the run's acceptance
+    draws = [e._emitted(40) / 40 for _ in range(400)]
+    assert np.mean(draws) == pytest.approx(e.accept, rel=0.02)  # the spread leaves the mean alone
+
+
+def test_a_point_without_a_published_command_keeps_the_kv_dtype_and_drafts_it_states():
+    c = to_case(_point(launch="(script not retrieved)", kv_cache_dtype="fp8_e4m3"))
+    assert c.tail[-2:] == ["--kv-cache-dtype", "fp8_e4m3"] and not c.refused
+    a = to_case(_point(launch="", framework="ATOM", kv_cache_dtype="fp8",
+                       spec_decoding="--method mtp --num-speculative-tokens 3"))
+    assert ["--method", "mtp", "--num-speculative-tokens", "3", "--kv_cache_dtype", "fp8"] == a.tail[-6:]
+    assert not a.refused
+
+
+def test_drafts_accept_less_on_random_token_prompts():
+    mtp = SimConfig(framework="sglang", spec="mtp", spec_steps=3, spec_draft_tokens=3)
+    assert 1.0 < acceptance_length(mtp, random_tokens=True) < acceptance_length(mtp)
+    w = Workload(input_len=1024, output_len=1024, prefix_hit=0.0)
+    txt = bench_summary(_engine(spec="mtp", spec_steps=3, spec_draft_tokens=3).run(schedule(w, n=32, rate=None),
+                                                                                   concurrency=8))
+    rnd = bench_summary(_engine(spec="mtp", spec_steps=3, spec_draft_tokens=3).run(
+        schedule(w.model_copy(update={"random_tokens": True}), n=32, rate=None), concurrency=8))
+    assert rnd.tok_s < 0.9 * txt.tok_s
+
+
+def test_few_experts_per_step_stream_below_the_saturated_rate():
+    # Per touched expert, the MoE part costs more at batch 1 (8 experts) than at batch 64 (~222).
+    c = SimConfig(framework="sglang", weights="fp8", tp=4, moe_tuned=True)
+    eff = efficiency("sglang", "amd")
+    from sandboxes.sim.perf import experts_touched
+    per = [step_time(M, HW, c, eff, n_decode=n, decode_ctx=2000).parts["moe"] / experts_touched(256, 8, n)
+           for n in (1, 64)]
+    assert per[0] > 1.5 * per[1]
+
+
+def test_an_older_release_has_its_own_slower_row():
+    old, new = efficiency("sglang", "amd", "0.5.8"), efficiency("sglang", "amd")
+    assert old.bw < new.bw and old.gemm < new.gemm and old.layer_us == new.layer_us
+    assert efficiency("sglang", "amd", "9.9") == new  # an unknown release is the current one
+
+
+def test_hybrid_models_keep_kv_only_in_their_full_attention_layers():
+    q = get_model("qwen3.5-397b-a17b")
+    assert q.kv_bytes_per_token("bf16") == 15 * 2 * 2 * 256 * 2
+
+
+def test_uncertainty_names_its_group_and_says_when_it_is_far():
+    tbl = {"groups": {"sglang/mi355x": {"n": 30, "output_tok_s": {"n": 30, "bias": 0.0, "sd": 0.15}},
+                      "all": {"n": 40, "output_tok_s": {"n": 40, "bias": 0.0, "sd": 0.2}},
+                      "vllm/b200": {"n": 1, "output_tok_s": {"n": 1, "bias": 0.01, "sd": 0.01}}}}
+    u = uncertainty("sglang", "mi355x", tbl)
+    assert (u["group"], u["n"], u["tok_s_factor"]) == ("sglang/mi355x", 30, pytest.approx(np.exp(0.15), abs=1e-3))
+    assert uncertainty("sglang", "mi300x", tbl)["tok_s_sd"] == pytest.approx(0.15 * 1.5)  # extrapolated, widened
+    assert uncertainty("vllm", "b200", tbl)["tok_s_sd"] == pytest.approx(0.2)  # one point: pooled spread
+    far = uncertainty("atom", "b300", tbl)
+    assert far["group"] is None and "far from any calibrated group" in far["message"]
+
+
+def test_estimate_output_gets_the_band_of_its_group():
+    from sandboxes.sim.uncertainty import for_estimate
+    u = for_estimate("sglang", "mi355x", {"knee": {"tok_s": 1000.0}, "single_stream_tok_s": None})
+    assert u["group"] == "sglang/mi355x" and u["n"] >= 10 and u["tok_s_factor"] > 1.0
+    lo, hi = u["knee_tok_s_band"]
+    assert lo < 1000.0 < hi and hi / 1000.0 == pytest.approx(u["tok_s_factor"], abs=1e-3)
+    assert "single_stream_tok_s_band" not in u
+
+
+def test_nvfp4_checkpoints_do_not_start_on_rocm(tmp_path):
+    # ModelOpt NVFP4 runs on NVIDIA Blackwell FP4 kernels; a ROCm build refuses it at load, the
+    # way an unsupported quantization method is refused, and the planner moves on.
+    from sandboxes.sim import SimSandbox
+    from tools.candidate import Candidate, Parallel
+    from tools.protocols import LaunchFailure
+    c = Candidate(framework="atom", weights="nvfp4", parallel=Parallel(tp=8), flags={})
+    with pytest.raises(LaunchFailure) as e:
+        SimSandbox("deepseek-v3", "mi355x", seed=0).launch(c, tmp_path / "amd")
+    assert e.value.diagnosis.kind == "unsupported_quant" and "modelopt_fp4" in str(e.value)
+    server = SimSandbox("deepseek-v3", "b200", seed=0).launch(c.model_copy(update={"framework": "sglang"}),
+                                                              tmp_path / "nv")
+    server.stop()
