@@ -42,6 +42,7 @@ class Target(BaseModel):
     hw: str
     model_path: str | None = None  # a local checkpoint directory (real backends)
     python: str | None = None  # the interpreter that has the framework installed (local backend)
+    pythons: dict[str, str] = {}  # framework -> its own interpreter (local backend; --python FW=PATH)
 
 
 class Slo(Strict):
@@ -150,6 +151,11 @@ class RunConfig(BaseModel):
         py = self.target.python
         if py is not None and not (Path(py).is_file() and os.access(py, os.X_OK)):
             raise BadInput(f"--python {py!r} is not an executable file (give the interpreter that has the framework)")
+        for fw, fpy in self.target.pythons.items():
+            if not (Path(fpy).is_file() and os.access(fpy, os.X_OK)):
+                raise BadInput(f"--python {fw}={fpy!r}: not an executable file (give the interpreter that has {fw})")
+        if self.target.pythons and self.backend != "local":
+            raise BadInput(f"--python FRAMEWORK=PATH is for --backend local, not {self.backend}")
         card, hw = resolve_target(self.target)
         from agent.base_flags import check_base_flags
         check_base_flags(self.base_flags, hw)
