@@ -12,7 +12,8 @@ Steps (each leaves a stamp with its duration; a rerun skips finished steps):
             goes to mode.json and serves every testbed test (sandboxes/testbed/mode.py). Keyed by the CPU:
             a cache moved to another CPU proves its mode again
   tf-venv   `transformers serve`'s interpreter: an overlay on the venv above plus accelerate
-            (sandboxes/testbed/framework_venvs.py)
+  sglang-venv  sglang 0.5.23's: an overlay on the same venv (its torch 2.13 CPU), sglang --no-deps and
+            four small imports (both in sandboxes/testbed/framework_venvs.py)
 Nothing comes from a model hub: PyPI only. Default dir ~/.cache/inferloop/testbed, or
 INFERLOOP_TESTBED_DIR.
 """
@@ -160,6 +161,8 @@ STEPS: list[tuple[str, Callable, str]] = [
                                    (HERE / "tokenizer_fix.py").read_text())),
     ("smoke", step_smoke, _key(SMOKE_QUESTION, mode.MODES, mode.cpu_key())),
     ("tf-venv", framework_venvs.step_tf_venv, _key(framework_venvs.TF_EXTRA, sys.version_info[:2])),
+    ("sglang-venv", framework_venvs.step_sglang_venv,
+     _key(framework_venvs.SGLANG_PIN, framework_venvs.SGLANG_EXTRA, sys.version_info[:2])),
 ]
 
 

