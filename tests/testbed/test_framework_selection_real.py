@@ -30,8 +30,10 @@ SETTINGS = {
     "gate": {"noise_floor": 0.15, "max_repeats": 1},
     "base_flags": {"--max-model-len": 4096, "--max-total-tokens": 16384, "--mem-fraction-static": 0.5},
 }
-READY = {"vllm": "Starting vLLM API server", "transformers": "Application startup complete.",
-         "sglang": "The server is fired up and ready to roll!"}
+# (a line only that framework writes, its ready line): vLLM and transformers serve both run uvicorn
+READY = {"vllm": ("(APIServer pid=", "Application startup complete."),
+         "transformers": ("[transformers] Loading", "Application startup complete."),
+         "sglang": ("server_args=", "The server is fired up and ready to roll!")}
 
 
 def _agent(*args, timeout=1800):
@@ -74,8 +76,8 @@ def test_three_frameworks_launched_for_real_and_compared_on_numbers(run):
     measured = {t["candidate"]["framework"]: t for t in trials if t["outcome"] == "launched"}
     assert set(measured) == {"vllm", "transformers", "sglang"}, [(t["description"], t["outcome"]) for t in trials]
     logs = [p.read_text(errors="replace") for p in d.glob("server-*.log")]
-    for fw, line in READY.items():  # each framework's own ready line, in a log of this run
-        assert any(line in text for text in logs), fw
+    for fw, (own, ready) in READY.items():  # each framework's own ready line, in its own log
+        assert any(own in text and ready in text for text in logs), fw
     for fw, t in measured.items():  # every framework's verdict names its measured numbers
         assert t["verdict"] in ("kept", "reverted") and t["reason"], t
         if t["incumbent_id"] is not None:

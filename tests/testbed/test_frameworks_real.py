@@ -113,7 +113,7 @@ def test_patched_sglang_serves_and_stops_clean(testbed, pys, tmp_path):
     seen = []
     for attempt in range(3):  # the installed sglang fails on torchvision, then on sgl_kernel
         try:
-            server = sb.launch(c, run / f"launch{attempt}")
+            server = sb.launch(c, run)  # one run dir: its src/ copy is what the next launch imports
             break
         except LaunchFailure as e:
             d = e.diagnosis
