@@ -128,7 +128,7 @@ def test_patched_sglang_serves_and_stops_clean(testbed, pys, tmp_path):
     assert seen == ["torchvision", "sgl_kernel"]
     try:
         assert "The server is fired up and ready to roll!" in server.log_text()
-        members = proctable.group_members(server.pgid)
+        members = proctable.group_members(server.handle.pgid)
         assert len(members) >= 2, members  # the launcher and its scheduler/detokenizer processes
         r = httpx.post(server.url + "/v1/chat/completions", timeout=300, json={
             "model": testbed.model_name, "max_tokens": 12, "temperature": 0,
@@ -136,7 +136,7 @@ def test_patched_sglang_serves_and_stops_clean(testbed, pys, tmp_path):
         assert r.status_code == 200 and "paris" in r.json()["choices"][0]["message"]["content"].lower(), r.text
     finally:
         server.stop()
-    assert proctable.wait_group_gone(server.pgid) == []
+    assert proctable.wait_group_gone(server.handle.pgid) == []
     assert all(not Path(f"/proc/{pid}").exists() for pid, _ in members)
     assert _importing(tree) == []
     assert {f: _sha(installed / f) for f in before} == before  # the user's installation is untouched
