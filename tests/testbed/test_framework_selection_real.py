@@ -82,7 +82,7 @@ def test_three_frameworks_launched_for_real_and_compared_on_numbers(run):
         assert t["verdict"] in ("kept", "reverted") and t["reason"], t
         if t["incumbent_id"] is not None:
             assert t["numbers"]["candidate"] and t["numbers"]["incumbent"], t["numbers"]
-    best = led.trial(led.meta("incumbent"))["candidate"]
+    best = led.trial(led.incumbent())["candidate"]
     assert out["best"]["framework"] == best["framework"]
     assert not list(d.rglob("procs/*.json"))  # every server's process group was stopped
 
