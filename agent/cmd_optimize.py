@@ -11,15 +11,15 @@ import getpass
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from pydantic import ValidationError
 
 from agent import report
 from agent import run as runlib
-from agent.cmd_common import (RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress, run_dir_arg,
-                               run_row)
+from agent.cmd_common import (RUNS_ROOT, emit, first_error, interrupted, load_overrides, parse_pythons, progress,
+                               run_dir_arg, run_row)
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from tools import cli_values
@@ -45,11 +45,12 @@ def register(app: typer.Typer) -> None:
                  planner: str = typer.Option("builtin", help="builtin | llm | hybrid (LLM: OPENAI_BASE_URL, "
                                              "OPENAI_API_KEY; hybrid asks it only for unknown failures and stalls)"),
                  llm_model: Optional[str] = typer.Option(None, help="model name for --planner llm|hybrid"),
-                 image: Optional[list[str]] = typer.Option(None, "--image", help="--backend docker: FRAMEWORK=IMAGE, "
+                 image: Optional[List[str]] = typer.Option(None, "--image", help="--backend docker: FRAMEWORK=IMAGE, "
                                                            "repeatable (e.g. vllm=rocm/vllm:latest); the image must "
                                                            "be in the engine already"),
-                 python: Optional[str] = typer.Option(None, help="--backend local: the interpreter that has "
-                                                      "the framework installed (default: this one)"),
+                 python: Optional[List[str]] = typer.Option(None, help="--backend local: the interpreter that has "
+                                                            "the framework installed (default: this one); "
+                                                            "repeatable FRAMEWORK=PATH gives one framework its own"),
                  config: Optional[str] = typer.Option(None, help="YAML/JSON file of run settings: measure "
                                                       "(workload, duration_s, eval_items, ...), slo, gate, "
                                                       "base_flags (flags every candidate starts from)"),
@@ -67,8 +68,9 @@ def register(app: typer.Typer) -> None:
             extra["budget"] = b.model_dump()
         fields = {"planner": planner, "llm_model": llm_model, **extra}
         try:
-            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python,
-                                          images=cli_values.images(image)),
+            default_py, pythons = parse_pythons(python)
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=default_py,
+                                          pythons=pythons, images=cli_values.images(image)),
                             backend=backend, framework=framework, objective=objective, approve=approve or "ask", seed=seed,
                             **fields).check()
         except ValidationError as e:

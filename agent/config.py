@@ -43,6 +43,7 @@ class Target(BaseModel):
     model_path: str | None = None  # a local checkpoint directory (real backends)
     python: str | None = None  # the interpreter that has the framework installed (local backend)
     images: dict[str, str] = {}  # framework -> docker image (docker backend: --image FRAMEWORK=IMAGE)
+    pythons: dict[str, str] = {}  # framework -> its own interpreter (local backend; --python FW=PATH)
 
 
 class Slo(Strict):
@@ -153,6 +154,11 @@ class RunConfig(BaseModel):
             raise BadInput(f"--python {py!r} is not an executable file (give the interpreter that has the framework)")
         if self.target.images and self.backend != "docker":
             raise BadInput(f"--image is for --backend docker (this run's backend is {self.backend})")
+        for fw, fpy in self.target.pythons.items():
+            if not (Path(fpy).is_file() and os.access(fpy, os.X_OK)):
+                raise BadInput(f"--python {fw}={fpy!r}: not an executable file (give the interpreter that has {fw})")
+        if self.target.pythons and self.backend != "local":
+            raise BadInput(f"--python FRAMEWORK=PATH is for --backend local, not {self.backend}")
         card, hw = resolve_target(self.target)
         from agent.base_flags import check_base_flags
         check_base_flags(self.base_flags, hw)

