@@ -120,6 +120,7 @@ start(config("trials"), Path(sys.argv[1]))
 def test_a_kill_between_a_patch_and_its_trial_leaves_neither(reference, tmp_path):
     """kill -9 right after the first proposed patch's row was written, before its trial's: the
     resumed run numbers its patches as the uninterrupted one did (an orphan row made it p03 for p02)."""
+    assert reference["patches"], "the uninterrupted run proposed no patch: this fault needs one (the sim's path moved)"
     run_dir = tmp_path / "run"
     p = subprocess.run([sys.executable, "-c", KILL_AFTER_PATCH_ROW, str(run_dir)], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
