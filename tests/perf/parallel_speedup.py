@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import sys
@@ -67,6 +68,38 @@ def time_to(curve: list, level: float) -> float | None:
     return next((t for t, best in curve if best is not None and best >= level), None)
 
 
+def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
+    summary: dict = {}
+    for pair, by_seed in runs.items():
+        per_w: dict = {str(w): {"time_ratio": [], "ground_ratio": [], "final_ratio": [], "t95_s": []} for w in ws}
+        for by_w in by_seed.values():
+            one = by_w[str(ws[0])]
+            best = one["final"] or 0
+            t1 = time_to(one["curve"], TARGET * best)
+            for w, r in by_w.items():
+                t = time_to(r["curve"], TARGET * best)
+                per_w[w]["t95_s"].append(t)
+                # not reaching 95% of the one-worker best counts as infinitely slow, never as skipped
+                per_w[w]["time_ratio"].append(math.inf if t is None else round(t / t1, 3))
+                per_w[w]["ground_ratio"].append(round(r["ground_s"] / one["ground_s"], 3))
+                per_w[w]["final_ratio"].append(round((r["final"] or 0) / best, 3) if best else None)
+        for d in per_w.values():
+            d["median_time_ratio"] = statistics.median(d["time_ratio"])
+            d["median_final_ratio"] = statistics.median([x for x in d["final_ratio"] if x is not None])
+            d["time_ratio"] = [x if math.isfinite(x) else "not reached" for x in d["time_ratio"]]
+        summary[pair] = per_w
+    goal = {"4": 1 / 3, "8": 1 / 5}
+    met = {w: all(summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
+           if str(w) in map(str, ws)}
+    for per_w in summary.values():
+        for d in per_w.values():
+            if not math.isfinite(d["median_time_ratio"]):
+                d["median_time_ratio"] = "not reached"
+    return {"benchmark": "parallel_speedup", "target": TARGET, "seeds": seeds, "workers": ws,
+            "executor": executor, "goal": {"4": "<= 1/3", "8": "<= 1/5"}, "goal_met": met, "summary": summary,
+            "runs": runs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=3)
@@ -74,6 +107,7 @@ def main() -> None:
     ap.add_argument("--pairs", default=",".join(PAIRS))
     ap.add_argument("--ray", action="store_true", help="Ray tasks on a local instance instead of in process")
     ap.add_argument("--out")
+    ap.add_argument("--merge", help="result files of earlier invocations whose runs join this summary")
     a = ap.parse_args()
     ws = [int(w) for w in a.workers.split(",")]
     if a.ray:
@@ -84,37 +118,17 @@ def main() -> None:
         executor = InlineExecutor
     work = Path(tempfile.mkdtemp(prefix="parallel-speedup-"))
     runs: dict = {}
-    for pair in a.pairs.split(","):
+    for f in filter(None, (a.merge or "").split(",")):  # runs recorded by earlier invocations
+        runs.update(json.loads(Path(f).read_text())["runs"])
+    for pair in filter(None, a.pairs.split(",")):
         for seed in range(a.seeds):
             for w in ws:
                 r = one_run(pair, seed, w, work, executor)
-                runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = r
+                runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = {
+                    k: r[k] for k in ("ground_s", "final", "trials", "wall_s", "curve")}
                 print(f"{pair} seed {seed} workers {w}: ground {r['ground_s']:.0f} s, final {r['final']}, "
                       f"{r['trials']} trials, wall {r['wall_s']} s", file=sys.stderr)
-    summary: dict = {}
-    for pair, seeds in runs.items():
-        per_w: dict = {str(w): {"time_ratio": [], "final_ratio": [], "t95_s": []} for w in ws}
-        for seed, by_w in seeds.items():
-            one = by_w[str(ws[0])]
-            best = one["final"] or 0
-            t1 = time_to(one["curve"], TARGET * best)
-            for w, r in by_w.items():
-                t = time_to(r["curve"], TARGET * best)
-                per_w[w]["t95_s"].append(t)
-                per_w[w]["time_ratio"].append(None if t is None or not t1 else round(t / t1, 3))
-                per_w[w]["final_ratio"].append(round((r["final"] or 0) / one["final"], 3) if one["final"] else None)
-        for w, d in per_w.items():
-            ok = [x for x in d["time_ratio"] if x is not None]
-            d["median_time_ratio"] = statistics.median(ok) if ok else None
-        summary[pair] = per_w
-    goal = {"4": 1 / 3, "8": 1 / 5}
-    met = {w: all((summary[p][w]["median_time_ratio"] or 9) <= g for p in summary) for w, g in goal.items()
-           if w in summary[next(iter(summary))]}
-    out = {"benchmark": "parallel_speedup", "target": TARGET, "seeds": a.seeds, "workers": ws,
-           "executor": "ray" if a.ray else "inline", "goal": {"4": "<= 1/3", "8": "<= 1/5"}, "goal_met": met,
-           "summary": summary,
-           "runs": {p: {s: {w: {k: r[k] for k in ("ground_s", "final", "trials", "wall_s", "curve")} for w, r in by_w.items()}
-                        for s, by_w in seeds.items()} for p, seeds in runs.items()}}
+    out = summarize(runs, ws, "ray" if a.ray else "inline", a.seeds)
     line = json.dumps(out)
     print(line)
     if a.out:
