@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Protocol
 
 from agent import nodes, report, review_gate
-from agent.decide import EVALUATE, KEEP, REPEAT, decide, objective_value
+from agent.decide import EVALUATE, REPEAT, decide, objective_value
+from agent.records import Result
+from agent.trial import LedgerRecorder
 from agent.worker import FIRST, Task, run as run_task
 from tools.candidate import Candidate
-from tools.protocols import Diagnosis, LaunchFailure
 
 RETRIES = 1  # a trial whose worker is lost is submitted again this many times, then failed
 
@@ -103,7 +104,7 @@ class Driver:
         led.ground = lambda: {"clock": self.now, "parallel": True}
         led.set_meta("parallel", {"workers": self.workers, "now": self.now})
         led.set_meta("status", "running")
-        self.inc = led.meta("incumbent") if led.meta("incumbent") is not None else nodes.ledger_incumbent(led)
+        self.inc = led.incumbent()
         self._reopen()
         try:
             while True:
@@ -185,7 +186,7 @@ class Driver:
             self._submit(o, FIRST)
 
     # ---- tasks ------------------------------------------------------------------------------
-    def _submit(self, o: Open, need: str, counts: dict | None = None) -> None:
+    def _submit(self, o: Open, need: str) -> None:
         led = self.rt.ledger
         t = led.trial(o.tid)
         led.start_trial(o.tid)
@@ -199,7 +200,8 @@ class Driver:
                       incumbent=inc_t["candidate"] if inc_t else None,
                       incumbent_patches=_patches(led, Candidate.model_validate(inc_t["candidate"])) if inc_t else [],
                       incumbent_data=[m["data"] for m in led.measurements(self.inc, "candidate")] if inc_t else [],
-                      counts=counts or {}, ground_module=self.ground_module)
+                      rows=[(m["role"], m["data"], m["wall_s"], m["ground_s"]) for m in led.measurements(o.tid)],
+                      ground_module=self.ground_module)
         o.start, o.handle = self.now, self.executor.submit(o.task)
 
     def _collect(self) -> None:
@@ -221,7 +223,8 @@ class Driver:
             self.rt.progress(f"  trial {o.tid}: worker lost ({res.reason}); retrying")
             o.start, o.handle = self.now, self.executor.submit(o.task)
             return
-        led.finish_trial(o.tid, verdict="failed", reason=f"worker lost {o.lost} times: {res.reason}")
+        led.finish_trial(o.tid, Result(verdict="failed", code="error",
+                                       reason=f"worker lost {o.lost} times: {res.reason}"))
         self.rt.progress(f"  trial {o.tid}: failed, worker lost ({res.reason})")
 
     # ---- deciding, in order -----------------------------------------------------------------
@@ -229,21 +232,14 @@ class Driver:
         rt, led, inc = self.rt, self.rt.ledger, self.inc
         t = led.trial(head.tid)
         if t["status"] != "done":
-            incs, cands = nodes._series(rt, head.tid, inc)
-            v = decide(incs, cands, rt.config.objective, rt.config.gate)
-            if v["decision"] in (REPEAT, EVALUATE):
-                rt.progress(f"  trial {head.tid} {v['decision']}: {v['reason']}")
+            rec = LedgerRecorder(led, head.tid, inc)
+            v = decide(*rec.series(), rt.config.objective, rt.config.gate)
+            if v.decision in (REPEAT, EVALUATE):
+                rt.progress(f"  trial {head.tid} {v.decision}: {v.reason}")
                 self.now = max(self.now, head.end)  # the follow-up runs after what it follows
-                counts = None
-                if v["decision"] == REPEAT:
-                    n_inc = len(led.measurements(head.tid, "incumbent"))
-                    counts = {"inc_seq": n_inc, "inc_needed": max(0, len(cands) + 1 - len(incs)),
-                              "cand_seq": len(cands)}
-                self._submit(head, v["decision"], counts)
+                self._submit(head, v.decision)
                 return
-            ground = sum((m["ground_s"] or 0) for m in led.measurements(head.tid))
-            led.finish_trial(head.tid, verdict="kept" if v["decision"] == KEEP else "reverted",
-                             reason=v["reason"], numbers=v["numbers"], ground_s=ground)
+            led.finish_trial(head.tid, Result.of(v, rec.ground_s()))
             t = led.trial(head.tid)
         self.queue.pop(0)
         self.now = max(self.now, head.end)
@@ -254,7 +250,6 @@ class Driver:
                 nodes._sync_tree(rt, Candidate.model_validate(led.trial(inc)["candidate"]))
             except Exception as e:  # noqa: BLE001
                 led.event("patch", f"could not restore the tree after trial {head.tid}: {e}")
-        led.set_meta("incumbent", self.inc)
         led.set_meta("parallel", {"workers": self.workers, "now": self.now})
         best = None
         if self.inc is not None:
@@ -294,30 +289,22 @@ def record(rt: nodes.Runtime, tid: int, task: Task, res: dict) -> None:
     if res.get("candidate"):  # the tuner ran: its configs are spent for good
         led.update_trial(tid, candidate=res["candidate"])
         led.event("moe", f"trial {tid}: tuned -> {Candidate.model_validate(res['candidate']).moe_configs}")
-    for m in res["measurements"]:
-        led.add_measurement(tid, m["role"], m["data"], wall_s=m["wall_s"], ground_s=m["ground_s"])
-    if task.need == FIRST and "diagnoses" in res:
+    for role, data, wall_s, ground_s in res["rows"]:
+        led.add_measurement(tid, role, data, wall_s=wall_s, ground_s=ground_s)
+    if res.get("evals_row"):
+        first = led.measurements(tid, "candidate")[0]
+        led.set_measurement(first["id"], res["evals_row"])
+    if res["outcome"] == "launched" and task.need == FIRST:
         led.update_trial(tid, outcome="launched", diagnoses=res["diagnoses"])
-    if "evals" in res:
-        rows = led.measurements(tid, "candidate")
-        led.set_measurement(rows[0]["id"], {**rows[0]["data"], "evals": res["evals"]})
-    c = Candidate.model_validate(led.trial(tid)["candidate"])
-    if res.get("failure"):
-        f = res["failure"]
-        e = LaunchFailure(f["message"], excerpt=f["excerpt"], log_path=f["log_path"],
-                          diagnosis=Diagnosis.model_validate(f["diagnosis"]) if f["diagnosis"] else None)
-        nodes._failed(rt, tid, c, e)
-    elif res.get("refused"):
-        t = led.trial(tid)
-        led.update_trial(tid, diagnoses=[*t["diagnoses"], res["refused"]["diagnosis"]])
-        led.finish_trial(tid, verdict="failed", reason=f"requests refused: {res['refused']['message']}")
-    elif res.get("error"):
-        led.finish_trial(tid, verdict="failed", reason=res["error"])
-    elif res.get("engaged") and not res["engaged"][0]:
-        led.event("moe", "NOT engaged: " + res["engaged"][1])
-        led.finish_trial(tid, verdict="reverted", reason=f"tuned MoE config not used: {res['engaged'][1]}")
-    elif res.get("engaged"):
-        led.event("moe", "engaged: " + res["engaged"][1])
+    elif res["outcome"] == "launch_failed":
+        led.update_trial(tid, outcome="launch_failed", diagnoses=res["diagnoses"], log_excerpt=res["log_excerpt"])
+    for kind, message in res["events"]:
+        led.event(kind, message)
+    if res["result"]:
+        r = Result.model_validate(res["result"])
+        led.finish_trial(tid, r.model_copy(update={"ground_s": r.ground_s if r.ground_s is not None else
+                                                   sum((m["ground_s"] or 0) for m in led.measurements(tid))}))
+        rt.progress(f"  trial {tid}: {r.reason}")
 
 
 def _patches(led, c: Candidate) -> list:

@@ -12,6 +12,7 @@ sandbox's own clock (the sim's simulated seconds; a real host's elapsed seconds)
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +33,7 @@ class Task:
     incumbent: dict | None = None  # Candidate JSON of the incumbent (repeats measure it too)
     incumbent_patches: list = field(default_factory=list)
     incumbent_data: list = field(default_factory=list)  # its candidate measurements (the eval decision)
-    # repeats: {"inc_seq": incumbent-role rows held, "inc_needed": to add, "cand_seq": candidate rows held}
-    counts: dict = field(default_factory=dict)
+    rows: list = field(default_factory=list)  # the trial's measurements so far: (role, data, wall_s, ground_s)
     ground_module: str | None = None  # a module that registers a ground outside the built-ins
 
 
@@ -59,19 +59,22 @@ def _suite(cfg, card, hw, sandbox, work: Path):
     return runlib.default_suite(cfg, card, hw, sandbox)
 
 
-def _sync(sandbox, c, patches: list, work: Path) -> None:
+def _sync(sandbox, c, patches: dict, work: Path) -> None:
+    """The worker's own source tree carries exactly c's patches (approved on the driver)."""
     from tools import patch as patchtool
-    if not patches and not (work / "src" / c.framework).exists():
+    if not c.patches and not (work / "src" / c.framework).exists():
         return
-    patchtool.sync(sandbox.source_tree(c.framework, work), [tuple(p) for p in patches])
+    wanted = [(pid, *patches[pid]) for pid in c.patches]
+    patchtool.sync(sandbox.source_tree(c.framework, work), wanted)
 
 
 def run(task: Task) -> dict:
-    """Do the task; returns {"measurements": [...], "ground_s", "wall_s"} plus, where it happened,
-    "candidate" (a tuned MoE trial's new candidate), "failure" (launch failed), "refused",
-    "not_engaged" or "error"."""
-    from agent.decide import EVALUATE as EV, decide
-    from agent.measure import bench
+    """Do the task with run_trial's own steps (agent/trial.py) into a MemoryRecorder seeded with what
+    the ledger holds; returns what is new: {"rows", "outcome", "diagnoses", "log_excerpt", "events",
+    "result" (how the trial ended, when this step ended it), "candidate" (a tuned MoE trial's),
+    "evals_row" (an evaluate step's first candidate row), "ground_s", "wall_s", "pid"}."""
+    from agent import trial as tr
+    from agent.records import Result
     from tools import frameworks, moe
     from tools.bench.refusal import RequestsRefused
     from tools.candidate import Candidate
@@ -81,66 +84,43 @@ def run(task: Task) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     cfg, card, hw, sb = _open(task)
     version = getattr(sb, "version", None)
+    patches = {pid: (diff, fix) for pid, diff, fix in [*task.patches, *task.incumbent_patches]}
+    env = tr.TrialEnv(sandbox=sb, run_dir=work, config=cfg, hw=hw, suite=_suite(cfg, card, hw, sb, work),
+                      adapter=lambda fw: frameworks.get(fw, version(fw) if version else None),
+                      prepare=lambda c: _sync(sb, c, patches, work))
+    rec = tr.MemoryRecorder(incumbent=list(task.incumbent_data), rows=[tuple(r) for r in task.rows])
+    held = len(rec.rows)
     c = Candidate.model_validate(task.candidate)
-    fw = frameworks.get(c.framework, version(c.framework) if version else None)
-    suite = _suite(cfg, card, hw, sb, work)
-    out: dict = {"measurements": [], "pid": _pid()}
+    out: dict = {"pid": os.getpid()}
     t0, g0 = time.time(), sb.elapsed_s()
-
-    def measure(cand, patches, role: str, seed: int, evals: str) -> dict:
-        _sync(sb, cand, patches, work)
-        w0, s0 = time.time(), sb.elapsed_s()
-        with sb.launch(cand, work) as server:
-            diags = [d.model_dump() for d in fw.diagnose(server.log_text())]
-            out.setdefault("diagnoses", diags)
-            data = bench(server, cfg, hw, cand.parallel.gpus, seed)
-            data["diagnoses"] = diags
-            if evals == "always" or (evals == "if_due" and
-                                     decide(task.incumbent_data, [data], cfg.objective, cfg.gate)["decision"] == EV):
-                data["evals"] = suite.run(server.client, limit=cfg.measure.eval_items, seed=cfg.seed)
-        out["measurements"].append({"role": role, "data": data, "wall_s": time.time() - w0,
-                                    "ground_s": sb.elapsed_s() - s0})
-        return data
-
+    result = None
     try:
         if task.kind == "moe_tune" and not c.moe_configs and task.need == FIRST:
-            configs = moe.tune(sb, c, work, f"trial-{task.trial_id}")
-            c = moe.install(c, configs, fw)
+            c = moe.install(c, moe.tune(sb, c, work, f"trial-{task.trial_id}"), env.adapter(c.framework))
             out["candidate"] = c.model_dump(mode="json")
-        fw.validate(c)
-        tid = task.trial_id
+        env.adapter(c.framework).validate(c)
         if task.need == FIRST:
-            data = measure(c, task.patches, "candidate", cfg.seed + 7919 * tid, "if_due")
+            data, _ = tr._measure(env, task.trial_id, c, rec, "candidate", first=True)
             if task.kind == "moe_tune":
                 ok, why = moe.engagement(data["diagnoses"], c.moe_configs)
-                out["engaged"] = [ok, why]
-        elif task.need == REPEAT:  # interleaved as the one-node loop does: incumbent, then candidate
-            inc = Candidate.model_validate(task.incumbent)
-            k = task.counts
-            for seq in range(k["inc_seq"], k["inc_seq"] + k["inc_needed"]):
-                measure(inc, task.incumbent_patches, "incumbent", cfg.seed + 7919 * tid + 31 * seq, "never")
-            measure(c, task.patches, "candidate", cfg.seed + 7919 * tid + 31 * k["cand_seq"], "never")
+                rec.note("moe", ("engaged: " if ok else "NOT engaged: ") + why)
+                if not ok:
+                    result = Result(verdict="reverted", code="moe_not_engaged", reason=f"tuned MoE config not used: {why}")
+        elif task.need == REPEAT:
+            tr._repeat(env, task.trial_id, c, Candidate.model_validate(task.incumbent), rec)
         elif task.need == EVALUATE:
-            _sync(sb, c, task.patches, work)
-            w0, s0 = time.time(), sb.elapsed_s()
-            with sb.launch(c, work) as server:
-                ev = suite.run(server.client, limit=cfg.measure.eval_items, seed=cfg.seed)
-            out["evals"] = ev
-            out["eval_ground_s"] = sb.elapsed_s() - s0
+            tr._evaluate(env, c, rec)
+            out["evals_row"] = next(d for r, d, _, _ in rec.rows if r == "candidate")
         else:
             raise ValueError(f"unknown need {task.need!r}")
     except LaunchFailure as e:
-        out["failure"] = {"message": str(e), "excerpt": e.excerpt or "",
-                          "diagnosis": e.diagnosis.model_dump() if e.diagnosis else None,
-                          "log_path": str(e.log_path) if e.log_path else None}
+        result = tr._failed(env, task.trial_id, c, rec, e)
     except RequestsRefused as e:
-        out["refused"] = {"message": str(e), "diagnosis": e.diagnosis()}
+        rec.refused(e.diagnosis())
+        result = Result(verdict="failed", code="requests_refused", reason=f"requests refused: {e}")
     except Exception as e:  # noqa: BLE001  an invalid candidate or a broken tree fails this trial only
-        out["error"] = f"{type(e).__name__}: {e}"
-    out["ground_s"], out["wall_s"] = sb.elapsed_s() - g0, time.time() - t0
+        result = Result(verdict="failed", code="error", reason=f"{type(e).__name__}: {e}")
+    out.update(rows=rec.rows[held:], outcome=rec.outcome, diagnoses=rec.diagnoses, log_excerpt=rec.log_excerpt,
+               events=rec.events, result=result.model_dump() if result else None,
+               ground_s=sb.elapsed_s() - g0, wall_s=time.time() - t0)
     return out
-
-
-def _pid() -> int:
-    import os
-    return os.getpid()
