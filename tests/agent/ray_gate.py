@@ -3,8 +3,8 @@ cluster tests: the test learns which worker process serves which trial (to kill 
 trial's server until it says so; each server's exit leaves a line in its work dir (`stops`). No timing: the gate's methods wait
 on asyncio events, the test on the gate's answers.
 
-Registered as the backend `sim-gated` when imported; agent/parallel.py passes this module to the
-workers (the ground's `open.__module__`), so it registers there too.
+The tests register it as the backend `sim-gated` for their module only; agent/parallel.py passes this
+module to the workers (the ground's `open.__module__`), where importing it registers it.
 """
 from __future__ import annotations
 
@@ -101,4 +101,6 @@ def open_gated(cfg, card, hw):
     return GatedSim(cfg.target.model, cfg.target.hw, seed=cfg.seed)
 
 
-registry.register(registry.Ground("sim-gated", open_gated, help="the sim, with a test gate at each server"))
+GROUND = registry.Ground("sim-gated", open_gated, help="the sim, with a test gate at each server")
+if ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE:
+    registry.register(GROUND)  # in a Ray worker (the driver passes this module); the tests register it themselves

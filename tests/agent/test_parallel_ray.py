@@ -17,15 +17,25 @@ from agent import run as runlib  # noqa: E402
 from agent.ledger import Ledger  # noqa: E402
 from agent.parallel import InlineExecutor  # noqa: E402
 from agent.config import Budget  # noqa: E402
-from tests.agent import ray_gate  # noqa: E402
 from tests.agent.conftest import small_config  # noqa: E402
+
+
+ray_gate = None
 
 
 @pytest.fixture(scope="module")
 def local_cluster():
+    """The cluster, and the gated ground registered for this module only (imported here, not at
+    collection, and unregistered after: other tests see the built-in grounds alone)."""
+    global ray_gate
+    from sandboxes import registry
+    from tests.agent import ray_gate as gate_module
+    ray_gate = gate_module
+    registry.register(gate_module.GROUND)
     ray.init(num_cpus=2, resources={cluster.RESOURCE: 2}, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+    registry._GROUNDS.pop(("sim-gated", None), None)
 
 
 @pytest.fixture
