@@ -159,7 +159,7 @@ class Driver:
                 return
             if self.queue and (p.phase != self.queue[-1].phase or p.kind == "patch"):
                 return  # the next phase builds on this phase's final incumbent: ask again once decided
-            tid = nodes.record_proposal(self.rt, p, self.inc)
+            tid = led.atomic(lambda: nodes._add_trial(self.rt, p, self.inc))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)
             self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
             self._route(led.trial(tid))
