@@ -26,7 +26,8 @@ def load_overrides(path: str | None) -> dict:
     from agent.safe_input import load_yaml_file
     d = load_yaml_file(path, "--config") or {}  # size-capped, UTF-8, no YAML aliases
     # the ground (backend, framework) and the target are command-line choices, not run settings
-    allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "framework", "objective", "approve", "seed"})
+    allowed = sorted(set(RunConfig.model_fields) - {"target", "backend", "framework", "objective", "approve", "seed",
+                                                  "workers", "cluster"})  # command-line options
     bad = sorted(set(d) - set(allowed)) if isinstance(d, dict) else None
     if bad is None or bad:
         raise BadInput(f"--config {path!r}: unknown keys {bad or '(not a mapping)'}; allowed: {', '.join(allowed)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -54,6 +55,11 @@ def register(app: typer.Typer) -> None:
                  config: Optional[str] = typer.Option(None, help="YAML/JSON file of run settings: measure "
                                                       "(workload, duration_s, eval_items, ...), slo, gate, "
                                                       "base_flags (flags every candidate starts from)"),
+                 workers: int = typer.Option(1, help="trials at once: on the --ray cluster's nodes, else on a "
+                                             "local Ray instance of this many sim nodes (pip install "
+                                             "'inferloop[cluster]')"),
+                 ray: Optional[str] = typer.Option(None, "--ray", help="Ray cluster address (default: "
+                                                   "RAY_ADDRESS when --workers > 1)"),
                  seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json")) -> None:
         """Find a faster, verified deployment: framework, precision, spec decoding, flags, parallelism, MoE."""
         if model is None:  # a checkpoint directory names its own model (its config.json)
@@ -66,7 +72,10 @@ def register(app: typer.Typer) -> None:
         extra = load_overrides(config)
         if trials or secs or "budget" not in extra:  # the command line wins over the file
             extra["budget"] = b.model_dump()
-        fields = {"planner": planner, "llm_model": llm_model, **extra}
+        if not 1 <= workers <= 1024:
+            raise BadInput(f"--workers {workers}: allowed: 1 to 1024 (trials at once)")
+        cluster = ray or (os.environ.get("RAY_ADDRESS") or None if workers > 1 else None)
+        fields = {"planner": planner, "llm_model": llm_model, "workers": workers, "cluster": cluster, **extra}
         try:
             default_py, pythons = parse_pythons(python)
             cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=default_py,

@@ -5,6 +5,7 @@ reads its config back from the ledger instead of trusting new command-line flags
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -115,6 +116,10 @@ class RunConfig(BaseModel):
     planner: str = "builtin"
     llm_model: str | None = None  # the model OPENAI_BASE_URL serves (--planner llm|hybrid); never a key
     llm: LLMBounds = LLMBounds()
+    # Trials at once (agent/parallel.py): above 1, or with a cluster address, the run's trials are Ray
+    # tasks, one per node of that cluster (None: a local Ray instance of `workers` sim nodes).
+    workers: int = Field(1, ge=1, le=1024)
+    cluster: str | None = None
     notes: list[str] = []  # what check() chose for the user (e.g. a default workload shrunk to fit), and why
 
     def check(self) -> "RunConfig":
@@ -129,6 +134,9 @@ class RunConfig(BaseModel):
             raise unknown("objective", self.objective, OBJECTIVES)
         if self.approve not in APPROVE:
             raise unknown("approval policy", self.approve, APPROVE)
+        if (self.workers > 1 or self.cluster) and importlib.util.find_spec("ray") is None:
+            raise BadInput(f"--workers {self.workers}" + (f" --ray {self.cluster}" if self.cluster else "")
+                           + " runs trials on Ray, which is not installed here: pip install 'inferloop[cluster]'")
         if self.planner not in PLANNERS:
             raise unknown("planner", self.planner, PLANNERS)
         if self.planner != "builtin" and not self.llm_model:

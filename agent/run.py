@@ -136,7 +136,19 @@ def start(cfg: RunConfig, run_dir: Path, *, ask: Ask | None = None, **kw) -> dic
     for n in cfg.notes:  # what check() chose for the user, e.g. a workload that fits the model
         rt.ledger.event("config", n)
         rt.progress(f"note: {n}")
+    if parallel(cfg):
+        return _drive_parallel(rt, ask)
     return drive(rt, {"trial": None}, ask=ask)
+
+
+def parallel(cfg: RunConfig) -> bool:
+    """Several trials at once on Ray (agent/cluster.py); Ray is imported only then."""
+    return cfg.workers > 1 or cfg.cluster is not None
+
+
+def _drive_parallel(rt: nodes.Runtime, ask: Ask | None) -> dict:
+    from agent import cluster
+    return cluster.drive(rt, ask=ask)
 
 
 @run_lock.locked(0)
@@ -153,6 +165,10 @@ def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None,
     if killed:
         rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
         rt.progress(f"stopped {len(killed)} server(s) left running by the interrupted run")
+    if parallel(cfg):
+        if rt.ledger.meta("status") == "done":
+            return summary(rt, "done")
+        return _drive_parallel(rt, ask)
     g = graphmod.build(rt)
     snap = g.get_state(graphmod.THREAD)
     if not snap.next and rt.ledger.meta("status") == "done":

@@ -216,14 +216,17 @@ class BuiltinPlanner:
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
         dists = search.distributions(numeric)
         found = [t for t in runs if t["proposal"].get("params")]
-        hist = [(t["proposal"]["params"], _objective(ctx, t)) for t in found]
+        # points still being measured (several trials at once) are pending, not failures
+        open_ = [t.get("status") in ("proposed", "running") for t in found]
+        pending = [t["proposal"]["params"] for t, o in zip(found, open_) if o]
+        hist = [(t["proposal"]["params"], _objective(ctx, t)) for t, o in zip(found, open_) if not o]
         # A search that has not beaten the incumbent in `patience` launches in a row has stalled:
         # the launches are worth more in the next phase (the hybrid planner asks the LLM here).
         since = len(found) - max((i + 1 for i, t in enumerate(found) if t["verdict"] == "kept"), default=0)
-        if not dists or len(hist) >= self.search_trials or since >= self.patience:
+        if not dists or len(found) >= self.search_trials or since >= self.patience:
             return
-        tried = {search.key(p) for p, _ in hist}
-        params = search.ask(dists, hist, seed=int(getattr(ctx.config, "seed", 0)), tried=tried)
+        tried = {search.key(p) for p in [*(p for p, _ in hist), *pending]}
+        params = search.ask(dists, hist, seed=int(getattr(ctx.config, "seed", 0)), tried=tried, pending=pending)
         if params is None:
             return
         c = inc

@@ -36,17 +36,20 @@ def distributions(specs: dict) -> dict[str, Dim]:
 
 
 def ask(dims: dict, history: list[tuple[dict, float | None]], *, seed: int, tried: set[str],
-        startup: int = 3) -> dict | None:
+        startup: int = 3, pending: list[dict] = ()) -> dict | None:
     """The next parameter set (flag values); history holds (params, objective or None for a failed
     launch). `dims` maps a flag to a Dim, or to a bare Optuna distribution (searched as it is).
-    Points already tried are asked again (a few times) rather than measured twice."""
+    Points already tried are asked again (a few times) rather than measured twice. `pending` are
+    points being measured now (agent/parallel.py): told as running trials to a constant-liar TPE,
+    which treats them as bad results, so a batch spreads out instead of asking one point N times."""
     if not dims:
         return None
     dims = {k: d if isinstance(d, Dim) else Dim(d) for k, d in dims.items()}
     dists = {k: d.dist for k, d in dims.items()}
     study = optuna.create_study(direction="maximize", sampler=TPESampler(
-        seed=seed + len(history), n_startup_trials=startup, multivariate=True))
-    for params, value in history:
+        seed=seed + len(history) + len(pending), n_startup_trials=startup, multivariate=True,
+        constant_liar=bool(pending)))
+    for params, value in [*history, *((p, _RUNNING) for p in pending)]:
         p = {}
         for k, d in dims.items():  # a recorded value off the grid (an older run) counts at its nearest point
             x = d.encode(params[k]) if k in params and not isinstance(d.dist, CategoricalDistribution) \
@@ -54,6 +57,9 @@ def ask(dims: dict, history: list[tuple[dict, float | None]], *, seed: int, trie
             if x is not None and d.dist._contains(d.dist.to_internal_repr(x)):
                 p[k] = x
         if set(p) != set(dims):
+            continue
+        if value is _RUNNING:
+            study.add_trial(create_trial(params=p, distributions=dists, state=TrialState.RUNNING))
             continue
         failed = value is None or not math.isfinite(value)
         study.add_trial(create_trial(params=p, distributions=dists, state=TrialState.COMPLETE,
@@ -66,6 +72,9 @@ def ask(dims: dict, history: list[tuple[dict, float | None]], *, seed: int, trie
             return params
         study.tell(t, state=TrialState.FAIL)
     return None
+
+
+_RUNNING = object()  # a pending point's value marker
 
 
 def _key(params: dict) -> str:

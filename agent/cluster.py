@@ -1,0 +1,104 @@
+"""Trials as Ray tasks: one per node of a Ray cluster, or one per sim node of a local Ray instance.
+
+Imported only when a run asks for it (`--workers N` above 1, `--ray ADDRESS`, RAY_ADDRESS): the
+default one-node loop never loads Ray. Each task asks for one unit of the custom resource
+`inferloop_node`, so two trials never share a node's accelerators: a cluster's nodes are started
+with `ray start ... --resources '{"inferloop_node": 1}'`; a local instance gets N units (N sim
+nodes, no accelerators to share). Ray does not retry a task by itself (max_retries=0): a lost
+worker is the driver's to record, retry once, or fail with the reason (agent/parallel.py).
+"""
+from __future__ import annotations
+
+import os
+
+from agent.errors import BadInput
+from agent.parallel import Driver, Lost
+from agent.worker import Task, run as run_task
+
+RESOURCE = "inferloop_node"
+CANCEL_GRACE_S = 60.0  # how long a cancelled task gets to stop its server before it is killed
+
+
+def address(cfg_cluster: str | None) -> str | None:
+    """The cluster to join: --ray, else RAY_ADDRESS; None: start a local instance."""
+    return cfg_cluster or os.environ.get("RAY_ADDRESS") or None
+
+
+class RayExecutor:
+    def __init__(self, workers: int, cluster: str | None = None, *, num_cpus: int | None = None,
+                 grace_s: float = CANCEL_GRACE_S):
+        import ray
+        self.ray, self.grace_s = ray, grace_s
+        where = address(cluster)
+        self.owned = not ray.is_initialized()
+        if self.owned:
+            if where:
+                try:
+                    ray.init(address=where, include_dashboard=False, log_to_driver=False)
+                except (ConnectionError, RuntimeError, ValueError) as e:
+                    raise BadInput(f"--ray {where!r}: cannot join that Ray cluster ({e})") from None
+            else:  # N sim nodes on this host; the sim's tasks are light, they share its CPUs
+                ray.init(num_cpus=num_cpus or min(workers, os.cpu_count() or 1), resources={RESOURCE: workers},
+                         include_dashboard=False, log_to_driver=False)
+        have = ray.cluster_resources().get(RESOURCE, 0)
+        if have < 1:
+            if self.owned:
+                ray.shutdown()
+            raise BadInput(f"the Ray cluster at {where!r} has no node offering the resource {RESOURCE!r}; start "
+                           f"each node with: ray start --address=... --resources='{{\"{RESOURCE}\": 1}}'")
+        self.nodes = int(have)
+        self._run = ray.remote(run_task).options(resources={RESOURCE: 1}, num_cpus=0, max_retries=0)
+
+    def submit(self, task: Task):
+        return self._run.remote(task)
+
+    def wait(self, handles: list):
+        ray = self.ray
+        done, _ = ray.wait(handles, num_returns=1)
+        ref = done[0]
+        try:
+            return ref, ray.get(ref)
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.TaskCancelledError, ray.exceptions.LocalRayletDiedError) as e:
+            return ref, Lost(f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        except ray.exceptions.RayTaskError as e:  # the task's own code raised past its guard
+            return ref, Lost(f"task error: {str(e).splitlines()[0][:300]}")
+
+    def cancel(self, handles: list) -> None:
+        """Ask each task to stop (KeyboardInterrupt in it: its server's context manager stops the
+        server), wait for them to end, then kill what is left."""
+        ray = self.ray
+        if not handles:
+            return
+        for h in handles:
+            ray.cancel(h, force=False)
+        _, left = ray.wait(handles, num_returns=len(handles), timeout=self.grace_s)
+        for h in left:
+            ray.cancel(h, force=True)
+
+    def close(self) -> None:
+        if self.owned:
+            self.ray.shutdown()
+
+
+def drive(rt, *, ask=None, executor=None, ground_module: str | None = None) -> dict:
+    """Run (or go on with) a run whose config asks for several workers; agent.run.summary's dict."""
+    from agent import run as runlib
+    ex = executor or RayExecutor(rt.config.workers, rt.config.cluster)
+    try:
+        workers = rt.config.workers if executor is not None else min(rt.config.workers, ex.nodes)
+        if workers < rt.config.workers:
+            rt.progress(f"note: the cluster has {workers} node(s) with {RESOURCE}; running {workers} trials at once")
+        out = Driver(rt, ex, workers, ask=ask, ground_module=ground_module).run()
+    finally:
+        if executor is None:
+            ex.close()
+    if "waiting" in out:
+        res = runlib.summary(rt, "waiting_for_review")
+        pid = out["waiting"]
+        res["waiting"] = {"patch": pid, "how": [f"agent approvals {rt.run_dir}", f"agent approve {rt.run_dir} {pid}",
+                                                f"agent reject {rt.run_dir} {pid} --reason '...'",
+                                                f"agent resume {rt.run_dir}"]}
+        rt.progress(f"waiting for review of patch {pid}: " + "; ".join(res["waiting"]["how"][1:]))
+        return res
+    return runlib.summary(rt, rt.ledger.meta("status") or "done")

@@ -1,0 +1,317 @@
+"""Up to N trials at once, decided as if one at a time (issue 18).
+
+The driver (this module, in the `agent` process) is the ledger's only writer. It asks the planner
+for proposals while fewer than N trials are open, records each (so the next ask sees it: the
+planners are rebuilt from the ledger and skip what is queued), and hands their work to an
+`Executor` (agent/cluster.py runs it as Ray tasks, one per node; `InlineExecutor` here runs it in
+process). Results are recorded the moment they arrive, in whatever order the workers finish; the
+keep/revert rule then decides the open trials strictly in proposal order against one incumbent,
+so a run's verdicts never depend on which worker finished first.
+
+A batch holds candidates of one phase: a proposal of the next phase, a patch, or one that waits on a
+human is not recorded until every open trial is decided (it would be built on an incumbent that
+may still change). A trial the rule wants repeated or evaluated gets its follow-up task while it
+heads the queue.
+
+Ground time: every task starts at the driver's ground clock when it is submitted and ends its own
+ground seconds later (the sim's clock; a real node's elapsed time); deciding the head trial moves
+the clock to its end. At most N tasks are open at any ground instant, so this is N nodes' schedule,
+and it is the same whichever worker happens to finish first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from agent import nodes, report, review_gate
+from agent.decide import EVALUATE, REPEAT, decide, objective_value
+from agent.records import Result
+from agent.trial import LedgerRecorder
+from agent.worker import FIRST, Task, run as run_task
+from tools.candidate import Candidate
+
+RETRIES = 1  # a trial whose worker is lost is submitted again this many times, then failed
+
+
+@dataclass
+class Lost:
+    """The worker or node running a task went away (its process killed, the node down)."""
+    reason: str
+
+
+class Executor(Protocol):
+    def submit(self, task: Task) -> object: ...  # a handle
+
+    def wait(self, handles: list) -> tuple[object, dict | Lost]: ...  # one finished handle, its result
+
+    def cancel(self, handles: list) -> None: ...  # stop these tasks (their servers stop)
+
+
+class InlineExecutor:
+    """Runs each task in this process when it is waited for, oldest first (tests, benchmarks)."""
+
+    def __init__(self):
+        self._n, self._tasks = 0, {}
+
+    def submit(self, task: Task) -> int:
+        self._n += 1
+        self._tasks[self._n] = task
+        return self._n
+
+    def wait(self, handles: list) -> tuple[int, dict]:
+        h = min(handles)
+        return h, run_task(self._tasks.pop(h))
+
+    def cancel(self, handles: list) -> None:
+        for h in handles:
+            self._tasks.pop(h, None)
+
+
+@dataclass
+class Open:
+    """A trial recorded and not yet decided."""
+    tid: int
+    phase: str
+    kind: str
+    task: Task | None = None
+    handle: object = None
+    start: float = 0.0  # ground time its running task started
+    end: float = 0.0  # ground time its last finished task ended
+    lost: int = 0
+    review: bool = False  # waits on a human
+
+
+@dataclass
+class Driver:
+    rt: nodes.Runtime
+    executor: Executor
+    workers: int
+    ask: object = None  # pending patch -> answer, as agent.run.drive takes
+    ground_module: str | None = None
+    queue: list[Open] = field(default_factory=list)
+    now: float = 0.0
+    stop: dict | None = None
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self) -> dict:
+        led = self.rt.ledger
+        if self.ground_module is None:  # the worker imports it, so a ground outside the built-ins registers there too
+            from sandboxes import registry
+            self.ground_module = registry.get(self.rt.config.backend, self.rt.config.framework).open.__module__
+        state = led.meta("parallel") or {}
+        self.now = float(state.get("now", 0.0))
+        led.ground = lambda: {"clock": self.now, "parallel": True}
+        led.set_meta("parallel", {"workers": self.workers, "now": self.now})
+        led.set_meta("status", "running")
+        self.inc = led.incumbent()
+        self._reopen()
+        try:
+            while True:
+                if self.stop is None:
+                    self._fill()
+                if not self.queue:
+                    break
+                head = self.queue[0]
+                if head.review:
+                    if self._answer(head) is None:
+                        return self._wait_for_review(head)
+                elif head.handle is not None:
+                    self._collect()
+                else:
+                    self._commit(head)
+        except BaseException:  # Ctrl-C, or a bug: stop the cluster's trials; no server outlives the run
+            self.executor.cancel([o.handle for o in self.queue if o.handle is not None])
+            self._reap()
+            raise
+        report.record_node(self.rt, self.stop)
+        return {}
+
+    def _reap(self) -> None:
+        """Servers the stopped tasks' sandboxes recorded (tools/procs.py), where their dirs are here."""
+        from tools import procs
+        for d in sorted((Path(self.rt.run_dir) / "nodes").glob("trial-*")):
+            killed = procs.reap(d)
+            if killed:
+                self.rt.ledger.event("reap", f"stopped server process groups of {d.name}: {killed}")
+
+    def _reopen(self) -> None:
+        """A resumed run: its undecided trials go back into the queue, in order; work that had not
+        come back is submitted again (a finished measurement is in the ledger and is not redone)."""
+        for t in self.rt.ledger.trials():
+            if t["status"] != "done":
+                self._route(t)
+
+    def _fill(self) -> None:
+        led, cfg = self.rt.ledger, self.rt.config
+        while len(self.queue) < self.workers:
+            used = self._budget_used()
+            if used is not None:
+                if not self.queue:  # with trials open, decide them first: the check runs again after
+                    self.stop = used
+                return
+            if self.queue and (self.queue[-1].kind == "patch" or self.queue[-1].review):
+                return  # a patch runs alone: the driver's tree must show the planner what it changed
+            p = self.rt.planner.propose(nodes.plan_context(self.rt, self.inc))
+            if p.kind == "stop":
+                if not self.queue:  # with trials open, their verdicts may open new candidates
+                    self.stop = {"stop_reason": p.description}
+                return
+            if self.queue and (p.phase != self.queue[-1].phase or p.kind == "patch"):
+                return  # the next phase builds on this phase's final incumbent: ask again once decided
+            tid = led.atomic(lambda: nodes._add_trial(self.rt, p, self.inc))  # its patch row and the trial, or neither
+            review_gate.gate(led, cfg, tid)
+            self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
+            self._route(led.trial(tid))
+
+    def _budget_used(self) -> dict | None:
+        led, cfg = self.rt.ledger, self.rt.config
+        if cfg.budget.trials is not None and led.launched_count() >= cfg.budget.trials:
+            return {"stop_reason": f"trial budget of {cfg.budget.trials} used"}
+        if cfg.budget.time_s is not None and self.now >= cfg.budget.time_s:
+            return {"stop_reason": f"time budget of {cfg.budget.time_s:.0f} s used"}
+        why = nodes._workload_refused(led.trials(), self.inc)
+        return {"stop_reason": why, "failed": "workload"} if why else None
+
+    def _route(self, t: dict) -> None:
+        o = Open(t["id"], t["phase"], t["kind"])
+        r = nodes._route_for(self.rt, t)
+        if r["route"] == "apply":
+            r = nodes.apply(self.rt, {"trial": t["id"]})
+        if r["route"] == "propose":  # finished by its review (rejected, skipped) or a patch that did not apply
+            return
+        o.review = r["route"] == "review"
+        self.queue.append(o)
+        if not o.review and not self.rt.ledger.measurements(t["id"], "candidate"):
+            self._submit(o, FIRST)
+
+    # ---- tasks ------------------------------------------------------------------------------
+    def _submit(self, o: Open, need: str) -> None:
+        led = self.rt.ledger
+        t = led.trial(o.tid)
+        led.start_trial(o.tid)
+        c = Candidate.model_validate(t["candidate"])
+        review_gate.require(led, self.rt.config, c)  # nothing unreviewed reaches a node
+        inc_t = led.trial(self.inc) if self.inc is not None else None
+        o.task = Task(trial_id=o.tid, step=len(led.measurements(o.tid)) + (need == EVALUATE) * 1000,
+                      need=need, kind=t["kind"], config=self.rt.config.model_dump(mode="json"),
+                      candidate=t["candidate"], patches=_patches(led, c),
+                      work_dir=str(Path(self.rt.run_dir) / "nodes" / f"trial-{o.tid:04d}"),
+                      incumbent=inc_t["candidate"] if inc_t else None,
+                      incumbent_patches=_patches(led, Candidate.model_validate(inc_t["candidate"])) if inc_t else [],
+                      incumbent_data=[m["data"] for m in led.measurements(self.inc, "candidate")] if inc_t else [],
+                      rows=[(m["role"], m["data"], m["wall_s"], m["ground_s"]) for m in led.measurements(o.tid)],
+                      ground_module=self.ground_module)
+        o.start, o.handle = self.now, self.executor.submit(o.task)
+
+    def _collect(self) -> None:
+        """Wait for any open task and record what it brought back (finish order does not matter)."""
+        handle, res = self.executor.wait([o.handle for o in self.queue if o.handle is not None])
+        o = next(x for x in self.queue if x.handle is not None and x.handle == handle)
+        o.handle = None
+        if isinstance(res, Lost):
+            self._lost(o, res)
+            return
+        o.end = o.start + float(res.get("ground_s") or 0.0)
+        record(self.rt, o.tid, o.task, res)
+
+    def _lost(self, o: Open, res: Lost) -> None:
+        led = self.rt.ledger
+        o.lost += 1
+        if o.lost <= RETRIES:
+            led.event("worker", f"trial {o.tid}: worker lost ({res.reason}); submitted again")
+            self.rt.progress(f"  trial {o.tid}: worker lost ({res.reason}); retrying")
+            o.start, o.handle = self.now, self.executor.submit(o.task)
+            return
+        led.finish_trial(o.tid, Result(verdict="failed", code="error",
+                                       reason=f"worker lost {o.lost} times: {res.reason}"))
+        self.rt.progress(f"  trial {o.tid}: failed, worker lost ({res.reason})")
+
+    # ---- deciding, in order -----------------------------------------------------------------
+    def _commit(self, head: Open) -> None:
+        rt, led, inc = self.rt, self.rt.ledger, self.inc
+        t = led.trial(head.tid)
+        if t["status"] != "done":
+            rec = LedgerRecorder(led, head.tid, inc)
+            v = decide(*rec.series(), rt.config.objective, rt.config.gate)
+            if v.decision in (REPEAT, EVALUATE):
+                rt.progress(f"  trial {head.tid} {v.decision}: {v.reason}")
+                self.now = max(self.now, head.end)  # the follow-up runs after what it follows
+                self._submit(head, v.decision)
+                return
+            led.finish_trial(head.tid, Result.of(v, rec.ground_s()))
+            t = led.trial(head.tid)
+        self.queue.pop(0)
+        self.now = max(self.now, head.end)
+        if t["verdict"] == "kept":
+            self.inc = head.tid
+        elif inc is not None:  # the driver's tree shows the planner the incumbent's source
+            try:
+                nodes._sync_tree(rt, Candidate.model_validate(led.trial(inc)["candidate"]))
+            except Exception as e:  # noqa: BLE001
+                led.event("patch", f"could not restore the tree after trial {head.tid}: {e}")
+        led.set_meta("parallel", {"workers": self.workers, "now": self.now})
+        best = None
+        if self.inc is not None:
+            ms = [m["data"] for m in led.measurements(self.inc, "candidate")]
+            best = max(objective_value(m, rt.config.objective) for m in ms) if ms else None
+        rt.progress(f"  trial {head.tid} -> {t['verdict']}: {t['reason']}" + (f"  | best {best:.1f}" if best else "")
+                    + f"  | ground {self.now:.0f} s")
+        # (ground time, best objective) after each verdict: how fast the run got where it got
+        led.set_meta("curve", [*(led.meta("curve") or []), [self.now, best]])
+
+    # ---- reviews ----------------------------------------------------------------------------
+    def _answer(self, head: Open) -> dict | None:
+        from agent.review import ask_on_terminal
+        led = self.rt.ledger
+        for p in led.trial_reviews(head.tid):
+            if p["status"] != "pending":
+                continue
+            answer = self.ask(p) if self.ask is not None else ask_on_terminal(self.rt.config.approve, p)
+            if answer is None:
+                return None
+            led.decide_patch(p["id"], answer["status"], by=answer["by"], reason=answer.get("reason", ""))
+        self.queue.pop(0)
+        self._route(led.trial(head.tid))
+        return {}
+
+    def _wait_for_review(self, head: Open) -> dict:
+        while any(o.handle is not None for o in self.queue):  # keep what the others measure
+            self._collect()
+        self.rt.ledger.set_meta("status", "waiting_for_review")
+        pid = next(p["id"] for p in self.rt.ledger.trial_reviews(head.tid) if p["status"] == "pending")
+        return {"waiting": pid}
+
+
+def record(rt: nodes.Runtime, tid: int, task: Task, res: dict) -> None:
+    """Write one task's result into the ledger (the driver's job: workers never write)."""
+    led = rt.ledger
+    if res.get("candidate"):  # the tuner ran: its configs are spent for good
+        led.update_trial(tid, candidate=res["candidate"])
+        led.event("moe", f"trial {tid}: tuned -> {Candidate.model_validate(res['candidate']).moe_configs}")
+    for role, data, wall_s, ground_s in res["rows"]:
+        led.add_measurement(tid, role, data, wall_s=wall_s, ground_s=ground_s)
+    if res.get("evals_row"):
+        first = led.measurements(tid, "candidate")[0]
+        led.set_measurement(first["id"], res["evals_row"])
+    if res["outcome"] == "launched" and task.need == FIRST:
+        led.update_trial(tid, outcome="launched", diagnoses=res["diagnoses"])
+    elif res["outcome"] == "launch_failed":
+        led.update_trial(tid, outcome="launch_failed", diagnoses=res["diagnoses"], log_excerpt=res["log_excerpt"])
+    for kind, message in res["events"]:
+        led.event(kind, message)
+    if res["result"]:
+        r = Result.model_validate(res["result"])
+        led.finish_trial(tid, r.model_copy(update={"ground_s": r.ground_s if r.ground_s is not None else
+                                                   sum((m["ground_s"] or 0) for m in led.measurements(tid))}))
+        rt.progress(f"  trial {tid}: {r.reason}")
+
+
+def _patches(led, c: Candidate) -> list:
+    out = []
+    for pid in c.patches:
+        p = led.patch(pid)
+        if p["status"] != "approved":
+            raise nodes.patchtool.PatchRefused(f"patch {pid} is {p['status']}, not approved")
+        out.append((pid, p["diff"], p["fix"]))
+    return out

@@ -1,0 +1,140 @@
+"""Trials at once on the simulator (issue 18): ground time to reach 95% of the best configuration
+with 1, 2, 4 and 8 workers, over several seeds, for three model/hardware pairs.
+
+    python tests/perf/parallel_speedup.py [--seeds 3] [--workers 1,2,4,8] [--pairs ...] [--ray] [--out FILE]
+
+prints ONE JSON line; the recorded result lives beside this file (parallel_speedup.json).
+
+Each run is the whole `agent optimize` loop on the sim (built-in planner, --approve auto, default
+budget) driven by agent/parallel.py. Ground time is the sim's clock, never wall time: every trial's
+tasks start at the driver's ground clock when submitted and end their own simulated seconds later,
+and deciding a trial moves the clock to its end (so N workers = N sim nodes side by side). The
+driver decides in proposal order whatever order results arrive in, so the in-process executor
+(the default here: no Ray needed, deterministic) gives the same ground times as Ray; `--ray` runs
+the same thing as Ray tasks on a local instance (tests/agent/test_parallel_ray.py checks the two
+agree trial for trial).
+
+Per (pair, seed): best = the one-worker run's final best (the loop as it runs today); a run's
+time-to-95% is the ground time of the first verdict after which its incumbent was >= 95% of that
+best (a parallel run that ends below it counts as not reaching it). Reported:
+per worker count, the median over seeds of time-to-95% / the one-worker run's, and the final best /
+the one-worker run's final best (within noise: the sim's noise is 2% per measurement).
+Goal (issue 18): 4 workers <= 1/3, 8 workers <= 1/5.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from agent import cluster  # noqa: E402
+from agent import run as runlib  # noqa: E402
+from agent.config import RunConfig, Target  # noqa: E402
+from agent.parallel import InlineExecutor  # noqa: E402
+
+PAIRS = ("glm-5.2/mi355x", "deepseek-v3/h200", "qwen3-235b-a22b/b200")
+TARGET = 0.95
+
+
+def one_run(pair: str, seed: int, workers: int, work: Path, executor) -> dict:
+    model, hw = pair.split("/")
+    rd = work / f"{model}-{hw}-s{seed}-w{workers}"
+    shutil.rmtree(rd, ignore_errors=True)
+    rd.mkdir(parents=True)
+    cfg = RunConfig(target=Target(model=model, hw=hw), approve="auto", seed=seed, workers=workers).check()
+    rt = runlib.open_runtime(rd, cfg)
+    runlib.record_start(rt)
+    t0 = time.time()
+    out = cluster.drive(rt, executor=executor())
+    curve = rt.ledger.meta("curve") or []
+    res = {"trials": out["trials"], "curve": curve, "final": (out["best"] or {}).get("objective"),
+           "ground_s": rt.ledger.meta("parallel")["now"], "wall_s": round(time.time() - t0, 1)}
+    rt.ledger.close()
+    runlib.run_lock.release(rd)
+    shutil.rmtree(rd, ignore_errors=True)
+    return res
+
+
+def time_to(curve: list, level: float) -> float | None:
+    return next((t for t, best in curve if best is not None and best >= level), None)
+
+
+def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
+    summary: dict = {}
+    for pair, by_seed in runs.items():
+        per_w: dict = {str(w): {"time_ratio": [], "ground_ratio": [], "final_ratio": [], "t95_s": []} for w in ws}
+        for by_w in by_seed.values():
+            one = by_w[str(ws[0])]
+            best = one["final"] or 0
+            t1 = time_to(one["curve"], TARGET * best)
+            for w, r in by_w.items():
+                t = time_to(r["curve"], TARGET * best)
+                per_w[w]["t95_s"].append(t)
+                # not reaching 95% of the one-worker best counts as infinitely slow, never as skipped
+                per_w[w]["time_ratio"].append(math.inf if t is None else round(t / t1, 3))
+                per_w[w]["ground_ratio"].append(round(r["ground_s"] / one["ground_s"], 3))
+                per_w[w]["final_ratio"].append(round((r["final"] or 0) / best, 3) if best else None)
+        for d in per_w.values():
+            d["median_time_ratio"] = statistics.median(d["time_ratio"])
+            d["median_final_ratio"] = statistics.median([x for x in d["final_ratio"] if x is not None])
+            d["time_ratio"] = [x if math.isfinite(x) else "not reached" for x in d["time_ratio"]]
+        summary[pair] = per_w
+    goal = {"4": 1 / 3, "8": 1 / 5}
+    met = {w: all(summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
+           if str(w) in map(str, ws)}
+    for per_w in summary.values():
+        for d in per_w.values():
+            if not math.isfinite(d["median_time_ratio"]):
+                d["median_time_ratio"] = "not reached"
+    return {"benchmark": "parallel_speedup", "target": TARGET, "seeds": seeds, "workers": ws,
+            "executor": executor, "goal": {"4": "<= 1/3", "8": "<= 1/5"}, "goal_met": met, "summary": summary,
+            "runs": runs}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--workers", default="1,2,4,8")
+    ap.add_argument("--pairs", default=",".join(PAIRS))
+    ap.add_argument("--ray", action="store_true", help="Ray tasks on a local instance instead of in process")
+    ap.add_argument("--out")
+    ap.add_argument("--merge", help="result files of earlier invocations whose runs join this summary")
+    a = ap.parse_args()
+    ws = [int(w) for w in a.workers.split(",")]
+    if a.ray:
+        import ray
+        ray.init(num_cpus=2, resources={cluster.RESOURCE: max(ws)}, include_dashboard=False, log_to_driver=False)
+        executor = lambda: cluster.RayExecutor(max(ws))  # noqa: E731
+    else:
+        executor = InlineExecutor
+    work = Path(tempfile.mkdtemp(prefix="parallel-speedup-"))
+    runs: dict = {}
+    for f in filter(None, (a.merge or "").split(",")):  # runs recorded by earlier invocations
+        runs.update(json.loads(Path(f).read_text())["runs"])
+    for pair in filter(None, a.pairs.split(",")):
+        for seed in range(a.seeds):
+            for w in ws:
+                r = one_run(pair, seed, w, work, executor)
+                runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = {
+                    k: r[k] for k in ("ground_s", "final", "trials", "wall_s", "curve")}
+                print(f"{pair} seed {seed} workers {w}: ground {r['ground_s']:.0f} s, final {r['final']}, "
+                      f"{r['trials']} trials, wall {r['wall_s']} s", file=sys.stderr)
+    out = summarize(runs, ws, "ray" if a.ray else "inline", a.seeds)
+    line = json.dumps(out)
+    print(line)
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
