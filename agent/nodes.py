@@ -122,7 +122,8 @@ def baseline(rt: Runtime, state: dict) -> dict:
         return _route_for(rt, open_[0])
     p = rt.planner.propose(plan_context(rt, None))
     tid = rt.ledger.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
-                              candidate=p.candidate, incumbent_id=None, proposal=p.model_dump(mode="json"))
+                              candidate=p.candidate.model_dump(mode="json"), incumbent_id=None,
+                              proposal=p.model_dump(mode="json"))
     review_gate.gate(rt.ledger, rt.config, tid)
     return _route_for(rt, rt.ledger.trial(tid))
 
@@ -164,12 +165,12 @@ def _add_trial(rt: Runtime, p: Proposal, inc: int | None) -> int:
             diag = {}
         led.add_patch(pid=pid, key=p.patch.key, fix=p.patch.fix, framework=p.patch.framework,
                       diff=p.patch.diff, files=p.patch.files, diagnosis=diag, log_excerpt=log)
-        c = p.cand()
-        cand = c.model_copy(update={"patches": [*c.patches, pid]}).model_dump(mode="json")
+        cand = cand.model_copy(update={"patches": [*cand.patches, pid]})
         (rt.run_dir / "patches").mkdir(exist_ok=True)
         (rt.run_dir / "patches" / f"{pid}.diff").write_text(p.patch.diff)
     return led.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
-                         candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
+                         candidate=cand.model_dump(mode="json"), incumbent_id=inc, proposal=p.model_dump(mode="json"),
+                         patch_id=pid)
 
 
 def _workload_refused(trials: list[dict], inc: int | None) -> str | None:

@@ -16,7 +16,9 @@ from pydantic import BaseModel
 from tools.candidate import Candidate
 
 PHASES = ("framework", "precision", "speculative", "flags", "parallel", "moe")
+Phase = Literal["framework", "precision", "speculative", "flags", "parallel", "moe"]
 Kind = Literal["config", "patch", "moe_tune", "stop"]
+Source = Literal["builtin", "llm", "playbook"]
 
 
 class PatchProposal(BaseModel):
@@ -31,17 +33,15 @@ class PatchProposal(BaseModel):
 
 class Proposal(BaseModel):
     kind: Kind
-    phase: str
-    description: str
+    phase: Phase
+    description: str  # for people; code reads the structured fields below
     rationale: str = ""
-    candidate: dict | None = None  # Candidate JSON to run (patch proposals: with the patch id included)
+    candidate: Candidate | None = None  # what to run (a patch proposal: the candidate the patch is added to)
     patch: PatchProposal | None = None
     fixes_trial: int | None = None  # the failed trial this answers
     params: dict = {}  # search parameters (Optuna bookkeeping)
-
-    def cand(self) -> Candidate:
-        assert self.candidate is not None
-        return Candidate.model_validate(self.candidate)
+    source: Source = "builtin"  # which planner wrote it (the hybrid planner counts the LLM's answers)
+    screen: str | None = None  # the flag a screening proposal sets one value of (builtin flags phase)
 
 
 @dataclass

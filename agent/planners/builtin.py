@@ -55,7 +55,7 @@ class BuiltinPlanner:
             return fix
         for ph in PHASES[PHASES.index(phase):]:
             for p in self.candidates(ctx, ph):
-                if p.kind == "moe_tune" or Candidate.model_validate(p.candidate).key() not in tried:
+                if p.kind == "moe_tune" or p.candidate.key() not in tried:
                     return p
         return Proposal(kind="stop", phase=phase, description="every phase is exhausted",
                         rationale="no untried candidate is left in any phase")
@@ -71,7 +71,7 @@ class BuiltinPlanner:
         what = "default flags" + (f" + {c.flags}" if c.flags else "")
         return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, {what}",
                         rationale="measure the starting point with the framework's defaults",
-                        candidate=c.model_dump(mode="json"))
+                        candidate=c)
 
     def _full_tp(self, ctx: PlanContext) -> int:
         n = self.gpus or max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
@@ -108,11 +108,11 @@ class BuiltinPlanner:
                         if new.key() not in tried:
                             return Proposal(kind="config", phase=phase, fixes_trial=t["id"],
                                             description=f"retry with approved patch {pid} ({fx.name})",
-                                            rationale=why, candidate=new.model_dump(mode="json"))
+                                            rationale=why, candidate=new)
                         continue
                     return Proposal(kind="patch", phase=phase, fixes_trial=t["id"], rationale=why,
                                     description=f"patch {cand.framework}: {fx.title}",
-                                    candidate=cand.model_dump(mode="json"),
+                                    candidate=cand,
                                     patch=PatchProposal(fix=fx.name, key=fx.key, framework=cand.framework,
                                                         diff=fx.diff, files=fx.files, title=fx.title, why=fx.why))
                 flags = {k: v for k, v in {**cand.flags, **fx.flags}.items() if v is not None}
@@ -120,7 +120,7 @@ class BuiltinPlanner:
                 if new.key() not in tried:
                     return Proposal(kind="config", phase=phase, fixes_trial=t["id"], rationale=why,
                                     description=f"retry with {fx.name}: {fx.flags or fx.env}",
-                                    candidate=new.model_dump(mode="json"))
+                                    candidate=new)
         return None
 
     # ---- phases --------------------------------------------------------------------------
@@ -196,8 +196,7 @@ class BuiltinPlanner:
                 continue
             # At most screen_choices settings of one flag unless one of them won: a switch that keeps
             # losing is not worth the rest of its list.
-            tries = [t for t in ctx.trials if t["phase"] == "flags"
-                     and (t["rationale"] or "").startswith(f"screen {name} ")]
+            tries = [t for t in ctx.trials if t["phase"] == "flags" and t["proposal"].get("screen") == name]
             if len(tries) >= self.screen_choices and not any(t["verdict"] == "kept" for t in tries):
                 continue
             cur = inc.flags.get(name, s.default)
@@ -212,7 +211,9 @@ class BuiltinPlanner:
                 skip.add(repr(s.defeats[0]))
             for choice in [c for c in s.search["choices"] if repr(c) not in skip][:self.screen_choices]:
                 c = _set_flag(inc, name, choice, s.default, negatable=s.negatable)
-                yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
+                p = _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
+                p.screen = name
+                yield p
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
         dists = search.distributions(numeric)
         found = [t for t in runs if t["proposal"].get("params")]
@@ -262,7 +263,7 @@ class BuiltinPlanner:
         done = any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == inc.framework
                    and x["candidate"]["parallel"] == inc.parallel.model_dump() for x in ctx.trials)
         if warn and not done and not inc.moe_configs:
-            yield Proposal(kind="moe_tune", phase="moe", candidate=inc.model_dump(mode="json"),
+            yield Proposal(kind="moe_tune", phase="moe", candidate=inc,
                            description=f"tune MoE kernels for {ctx.card.name} on {inc.parallel.tp}-way shards",
                            rationale=f"the incumbent's log warns: {warn[0]['evidence'][0] if warn[0]['evidence'] else warn[0]['message']}")
         # Kernel tuning changes which layout wins: retune the layouts that launched but lost while
@@ -280,7 +281,7 @@ class BuiltinPlanner:
                 continue
             env = {k: v for k, v in inc.env.items() if k != fw.moe_config_env}
             c = inc.model_copy(update={"parallel": par, "moe_configs": [], "env": env})
-            yield Proposal(kind="moe_tune", phase="moe", candidate=c.model_dump(mode="json"),
+            yield Proposal(kind="moe_tune", phase="moe", candidate=c,
                            description=f"tune MoE kernels for TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
 
@@ -346,7 +347,7 @@ def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) 
 
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
-    return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c.model_dump(mode="json"))
+    return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c)
 
 
 def _workload_features(ctx: PlanContext) -> set[str]:

@@ -67,7 +67,7 @@ class HybridPlanner:
             answers = [x for x in ctx.trials if x["proposal"].get("fixes_trial") == t["id"]]
             if not answers:
                 return t["id"]
-            llm_only = all(x["description"].startswith("LLM") for x in answers)
+            llm_only = all(x["proposal"].get("source") == "llm" for x in answers)
             if llm_only and len(answers) < self.attempts and all(
                     x["verdict"] in ("rejected", "skipped", "failed") for x in answers):
                 return t["id"]

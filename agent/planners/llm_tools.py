@@ -289,8 +289,8 @@ class ToolBox:
             raise ToolError(f"invalid configuration: {e}") from None
         if c.key() in self.ctx.tried_keys():
             raise ToolError("that exact configuration was tried already; propose something else")
-        return Proposal(kind="config", phase=self._phase(), description="LLM: " + _short(rationale),
-                        rationale=rationale, candidate=c.model_dump(mode="json"), fixes_trial=self.focus)
+        return Proposal(kind="config", source="llm", phase=self._phase(), description="LLM: " + _short(rationale),
+                        rationale=rationale, candidate=c, fixes_trial=self.focus)
 
     def t_propose_patch(self, framework, diff, title, why) -> Proposal:
         root = self._tree(framework)
@@ -310,8 +310,8 @@ class ToolBox:
         base = self._base()
         if base.framework != framework:
             base = Candidate(framework=framework, weights=base.weights, parallel=base.parallel)
-        return Proposal(kind="patch", phase=self._phase(), fixes_trial=self.focus, rationale=why,
-                        description=f"LLM patch {framework}: {_short(title)}", candidate=base.model_dump(mode="json"),
+        return Proposal(kind="patch", source="llm", phase=self._phase(), fixes_trial=self.focus, rationale=why,
+                        description=f"LLM patch {framework}: {_short(title)}", candidate=base,
                         patch=PatchProposal(fix="llm", key=key, framework=framework, diff=diff, files=files,
                                             title=_short(title), why=why))
 
@@ -319,11 +319,11 @@ class ToolBox:
         inc = self.ctx.incumbent_candidate()
         if inc is None:
             raise ToolError("there is no incumbent to tune")
-        return Proposal(kind="moe_tune", phase="moe", description="LLM: tune MoE kernels", rationale=rationale,
-                        candidate=inc.model_dump(mode="json"))
+        return Proposal(kind="moe_tune", source="llm", phase="moe", description="LLM: tune MoE kernels", rationale=rationale,
+                        candidate=inc)
 
     def t_stop(self, reason) -> Proposal:
-        return Proposal(kind="stop", phase=self._phase(), description="LLM: " + _short(reason), rationale=reason)
+        return Proposal(kind="stop", source="llm", phase=self._phase(), description="LLM: " + _short(reason), rationale=reason)
 
 
 def _logged_path(run_dir: Path, tid: int) -> Path | None:
