@@ -49,10 +49,15 @@ def reap_stale_servers(run_dir: Path) -> list[int]:
     return procs.reap(run_dir)
 
 
+def version(rt: Runtime, framework: str) -> str | None:
+    """The framework version the sandbox runs (sandboxes that cannot tell: None, the newest schema)."""
+    v = getattr(rt.sandbox, "version", None)
+    return v(framework) if v else None
+
+
 def adapter(rt: Runtime, framework: str):
-    """The framework adapter for the version the sandbox runs (sandboxes that cannot tell: the newest)."""
-    version = getattr(rt.sandbox, "version", None)
-    return frameworks.get(framework, version(framework) if version else None)
+    """The framework adapter for the version the sandbox runs."""
+    return frameworks.get(framework, version(rt, framework))
 
 
 def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
@@ -72,7 +77,8 @@ def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
                        measurements=led.measurements, incumbent_id=incumbent,
                        frameworks=rt.frameworks(),
                        source_tree=lambda fw: rt.sandbox.source_tree(fw, rt.run_dir),
-                       rejected=rejected, approved=approved)
+                       rejected=rejected, approved=approved,
+                       versions={fw: version(rt, fw) for fw in rt.frameworks()})
 
 
 def _sync_tree(rt: Runtime, c: Candidate) -> None:

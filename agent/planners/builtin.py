@@ -13,7 +13,6 @@ from typing import Iterator
 from agent.planners import search
 from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
 from agent.planners.fixes import fixes_for
-from tools import frameworks
 from tools.candidate import Candidate, Parallel
 from tools.errors import BadInput, unknown
 from tools.models import PRECISIONS
@@ -47,8 +46,7 @@ class BuiltinPlanner:
     def propose(self, ctx: PlanContext) -> Proposal:
         if not ctx.trials:
             return self._baseline(ctx)
-        phase = max((t["phase"] for t in ctx.trials if t["phase"] in PHASES), key=PHASES.index,
-                    default=PHASES[0])
+        phase = ctx.phase
         tried = ctx.tried_keys()
         fix = self._answer_failures(ctx, phase, tried)
         if fix is not None:
@@ -74,20 +72,17 @@ class BuiltinPlanner:
                         candidate=c)
 
     def _full_tp(self, ctx: PlanContext) -> int:
-        n = self.gpus or max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
-        heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
+        n = self.gpus or max(ctx.hw.gpus_per_node, 1)
+        heads = ctx.card.num_attention_heads
         while n > 1 and heads % n:
             n //= 2
         return n
 
     # ---- failures -> fixes ---------------------------------------------------------------
     def _answer_failures(self, ctx: PlanContext, phase: str, tried: set[str]) -> Proposal | None:
-        answered = {t["proposal"].get("fixes_trial") for t in ctx.trials}
-        for t in reversed(ctx.trials):
-            if t["phase"] != phase or t["verdict"] != "failed" or t["id"] in answered:
-                continue
+        for t in ctx.unanswered_failures():
             cand = Candidate.model_validate(t["candidate"])
-            fw = frameworks.get(cand.framework)
+            fw = ctx.framework(cand.framework)
             try:
                 tree = ctx.source_tree(cand.framework)
             except Exception:  # a sandbox without a source tree: flag/env fixes only
@@ -137,7 +132,7 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        tf = getattr(ctx.hw, "tflops", {}) or {}
+        tf = ctx.hw.tflops
         here = PRECISIONS[inc.weights].bytes_per_weight
         start = PRECISIONS[ctx.trials[0]["candidate"]["weights"]].bytes_per_weight
         for p in sorted(PRECISIONS.values(), key=lambda p: p.bytes_per_weight):
@@ -165,14 +160,14 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        fw = frameworks.get(inc.framework)
+        fw = ctx.framework(inc.framework)
         patches = list(inc.patches)
         for t in ctx.trials:  # fixes approved in this phase stay with speculative candidates
             pid = t.get("patch_id")
             if t["phase"] == "speculative" and pid and pid in ctx.approved.values() and pid not in patches \
                     and t["candidate"]["framework"] == inc.framework:
                 patches.append(pid)
-        mtp = int(getattr(ctx.card, "mtp_layers", 0) or 0) > 0
+        mtp = ctx.card.mtp_layers > 0
         measured = [t["candidate"]["flags"] for t in ctx.trials if t["phase"] == "speculative"
                     and t["verdict"] in ("kept", "reverted") and t["candidate"]["framework"] == inc.framework]
         for flags, what in spec_flag_sets(fw, mtp):
@@ -186,8 +181,8 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        fw = frameworks.get(inc.framework)
-        vendor = getattr(ctx.hw, "vendor", None)
+        fw = ctx.framework(inc.framework)
+        vendor = ctx.hw.vendor
         tunable = {n: s for n, s in fw.flags.items() if s.search and not any(w in n for w in SPEC_WORDS)
                    and n not in fw.parallel_flag_names() and (not s.vendors or vendor in s.vendors)}
         runs = [t for t in ctx.trials if t["phase"] == "flags"]
@@ -224,7 +219,7 @@ class BuiltinPlanner:
         if not dists or len(hist) >= self.search_trials or since >= self.patience:
             return
         tried = {search.key(p) for p, _ in hist}
-        params = search.ask(dists, hist, seed=int(getattr(ctx.config, "seed", 0)), tried=tried)
+        params = search.ask(dists, hist, seed=ctx.config.seed, tried=tried)
         if params is None:
             return
         c = inc
@@ -239,9 +234,9 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        n = max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
-        heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
-        moe = bool(getattr(ctx.card, "is_moe", False))
+        n = max(ctx.hw.gpus_per_node, 1)
+        heads = ctx.card.num_attention_heads
+        moe = ctx.card.is_moe
         oom = [(t["candidate"]["parallel"]["tp"], t["candidate"]["parallel"].get("ep", False))
                for t in ctx.trials if t["phase"] == "parallel" and t["verdict"] == "failed"
                and any(d["kind"] == "oom" for d in t["diagnoses"])]
@@ -257,7 +252,7 @@ class BuiltinPlanner:
 
     def _moe(self, ctx: PlanContext) -> Iterator[Proposal]:
         inc, t = ctx.incumbent_candidate(), ctx.incumbent
-        if inc is None or not getattr(ctx.card, "is_moe", False):
+        if inc is None or not ctx.card.is_moe:
             return
         warn = [d for d in t["diagnoses"] if d["kind"] == "moe_default_config"]
         done = any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == inc.framework
@@ -271,7 +266,7 @@ class BuiltinPlanner:
         tuned = [x for x in ctx.trials if x["kind"] == "moe_tune"]
         if not any(x["verdict"] == "kept" for x in tuned):
             return
-        fw = frameworks.get(inc.framework)
+        fw = ctx.framework(inc.framework)
         lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted"
                 and any(d["kind"] == "moe_default_config" for d in x["diagnoses"])]
         lost.sort(key=lambda x: -(_objective(ctx, x) or 0.0))
@@ -322,14 +317,13 @@ def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
 def _base_flags(ctx: PlanContext, fw: str) -> dict:
     """The framework's own flags for this kind of host (sglang on a CPU: tools/frameworks/sglang.py),
     then the run's starting flags that this framework's schema knows."""
-    adapter = frameworks.get(fw)
-    own = dict(getattr(adapter, "platform_flags", lambda v: {})(getattr(ctx.hw, "vendor", None)))
-    known = adapter.flags
-    return {**own, **{k: v for k, v in (getattr(ctx.config, "base_flags", None) or {}).items() if k in known}}
+    adapter = ctx.framework(fw)
+    own = dict(getattr(adapter, "platform_flags", lambda v: {})(ctx.hw.vendor))
+    return {**own, **{k: v for k, v in ctx.config.base_flags.items() if k in adapter.flags}}
 
 
 def _platform_env(ctx: PlanContext, fw: str) -> dict:
-    return dict(getattr(frameworks.get(fw), "platform_env", lambda v: {})(getattr(ctx.hw, "vendor", None)))
+    return dict(getattr(ctx.framework(fw), "platform_env", lambda v: {})(ctx.hw.vendor))
 
 
 def _clip(spec, v: int) -> int:
@@ -352,8 +346,7 @@ def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
 
 def _workload_features(ctx: PlanContext) -> set[str]:
     """What the benchmark workload relies on that a flag could switch off (FlagSpec.defeats)."""
-    w = getattr(getattr(ctx.config, "measure", None), "workload", None)
-    return {"prefix_reuse"} if w is not None and w.prefix_hit > 0 else set()
+    return {"prefix_reuse"} if ctx.config.measure.workload.prefix_hit > 0 else set()
 
 
 def _flags_of(ctx: PlanContext, trial_id: int | None) -> dict:
@@ -368,7 +361,7 @@ def _objective(ctx: PlanContext, t: dict) -> float | None:
     ms = [m["data"] for m in ctx.measurements(t["id"]) if m["role"] == "candidate"]
     if not ms:
         return None
-    return max(objective_value(m, getattr(ctx.config, "objective", "knee")) for m in ms)
+    return max(objective_value(m, ctx.config.objective) for m in ms)
 
 
 def _viable_frameworks(ctx: PlanContext) -> dict[str, Candidate]:

@@ -13,7 +13,8 @@ from tools.models import get_model
 NUMERIC = ("--mem-fraction-static", "--max-running-requests", "--max-prefill-tokens", "--cuda-graph-max-bs")
 
 
-def drive(hw: str, value, planner=None, limit=30, workload=None, framework="sglang", prose=True) -> list[dict]:
+def drive(hw: str, value, planner=None, limit=30, workload=None, framework="sglang", prose=True,
+          versions=None) -> list[dict]:
     """Run the planner from a TP8 baseline in the flags phase; value(candidate, n) -> tok/s,
     n = launches so far. Keep rule: better by more than 2%. Returns the trial rows. prose=False
     records every rationale as "" (the planner must not need its own prose back)."""
@@ -36,7 +37,8 @@ def drive(hw: str, value, planner=None, limit=30, workload=None, framework="sgla
             inc, inc_v = tid, v
         meas = {t["id"]: [{"role": "candidate", "data": {"knee_tok_s": t["value"]}}] for t in trials}
         ctx = PlanContext(config=cfg, card=card, hw=prof, trials=trials, measurements=lambda i: meas[i],
-                          incumbent_id=inc, frameworks=(framework,), source_tree=lambda fw: None)
+                          incumbent_id=inc, frameworks=(framework,), source_tree=lambda fw: None,
+                          versions=versions or {})
         p = planner.propose(ctx)
         if p.kind != "config":
             break
@@ -107,3 +109,16 @@ def test_a_losing_switch_is_screened_at_most_screen_choices_times_counted_from_s
         lost = {s for s in screens if not any(t["proposal"].get("screen") == s and t["verdict"] == "kept"
                                               for t in trials)}
         assert lost and all(screens.count(s) == 1 for s in lost), (prose, screens)
+
+
+def test_the_planner_searches_only_flags_the_sandboxes_version_has():
+    from tools.frameworks import get, versions
+    old, new = versions("sglang")[0], versions("sglang")[-1]
+    proposed = {}
+    for v in (old, new):
+        trials = drive("mi355x", flat, versions={"sglang": v}, limit=40)
+        flags = {f for t in trials for f in t["candidate"]["flags"]}
+        assert flags and flags <= set(get("sglang", v).flags), (v, flags - set(get("sglang", v).flags))
+        proposed[v] = flags
+    # The two versions' schemas differ where the planner searches: each run tried a flag the other version lacks.
+    assert proposed[old] - set(get("sglang", new).flags), proposed
