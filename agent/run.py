@@ -65,7 +65,7 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
         sandbox.restore_ground(ledger.meta("ground"))
     ledger.ground = getattr(sandbox, "ground_state", None)
     if planner is None and ledger.meta("replay"):  # a resumed replay keeps replaying its playbook (issue 5)
-        from agent.planners.replay import planner_for_run
+        from agent.playbooks.replay import planner_for_run
         planner = planner_for_run(run_dir)
     if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
         from agent.planners.hybrid import make_planner

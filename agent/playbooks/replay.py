@@ -19,8 +19,8 @@ from typing import Callable
 from agent.planners.base import PatchProposal, PlanContext, Proposal
 from agent.planners import fixes
 from agent.ledger import Ledger
-from agent.playbook import Playbook, StepOutcome, parse
-from agent.playbook_adapt import Adapted, adapt, conditions
+from agent.playbooks.adapt import Adapted, adapt, conditions
+from agent.playbooks.schema import Playbook, StepOutcome, parse
 from tools import frameworks as fwmod
 from tools.candidate import Candidate
 
