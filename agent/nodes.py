@@ -17,12 +17,16 @@ from agent import review_gate
 from agent.config import RunConfig
 from agent.decide import objective_value
 from agent.ledger import Ledger
-from agent.planners.base import PlanContext, Proposal
+from agent.measure import EvalSuite
+from agent.planners.base import PlanContext, Planner, Proposal
 from agent.records import Result
 from agent.trial import LedgerRecorder, TrialEnv, run_trial
 from tools import frameworks, moe, procs
 from tools import patch as patchtool
 from tools.candidate import Candidate
+from tools.hardware import HardwareProfile
+from tools.models import ModelCard
+from tools.protocols import Sandbox
 
 
 @dataclass
@@ -31,14 +35,15 @@ class Runtime:
     config: RunConfig
     run_dir: Path
     ledger: Ledger
-    sandbox: object
-    planner: object
-    suite: object  # agent.measure.EvalSuite
-    card: object
-    hw: object
+    sandbox: Sandbox
+    planner: Planner
+    suite: EvalSuite
+    card: ModelCard
+    hw: HardwareProfile
     progress: Callable[[str], None] = field(default=lambda s: None)
 
     def frameworks(self) -> tuple[str, ...]:
+        """What the sandbox can run; `frameworks` and `version` are optional Sandbox members."""
         return tuple(getattr(self.sandbox, "frameworks", frameworks.NAMES))
 
 
