@@ -240,7 +240,7 @@ def record_node(rt, state: dict) -> dict:
         status = "failed"
         reason = f"{reason}; no configuration could be measured. {baseline_failure(rt.ledger)}"
     rt.ledger.set_meta("stop_reason", reason)
-    rt.ledger.set_meta("status", status)
+    rt.ledger.set_status(status)
     write(rt.run_dir, rt.hw)
     rt.progress(f"{status}: {reason}; report in {rt.run_dir / 'report.md'}")
     return {"route": "end"}
