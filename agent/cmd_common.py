@@ -113,7 +113,7 @@ def interrupted(rd: Path, e: KeyboardInterrupt):
     the ledger holds each finished measurement; say so, and how to go on (exit 130, as shells do)."""
     if (rd / LEDGER).exists():
         led = Ledger(rd)
-        led.set_meta("status", "interrupted")
+        led.set_status("interrupted")
         led.close()
         typer.echo(f"interrupted ({e or 'SIGINT'}): the run is saved in {rd}; continue with: agent resume {rd}",
                    err=True)

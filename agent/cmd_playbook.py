@@ -15,7 +15,8 @@ from typing import Optional
 import typer
 from pydantic import ValidationError
 
-from agent import playbook as pbm
+from agent.playbooks import schema as pbm
+from agent.playbooks.adapt import adapt
 from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
@@ -55,7 +56,7 @@ def show_rows(pb: pbm.Playbook, model: str | None = None, hw: str | None = None)
         r = {"id": s.id, "kind": s.kind, "phase": s.phase, "description": s.description, "change": _change(s),
              "when": _when(s), "evidence": s.evidence.reason}
         if card is not None:
-            a = pbm.adapt(s, card, hwp)
+            a = adapt(s, card, hwp)
             r["adapted"] = {"skip": a.skip, "notes": a.notes, "flags": a.flags,
                             "parallel": a.parallel.model_dump() if a.parallel else None,
                             "patches": [{"fix": p["fix"], "params": p["params"]} for p in a.patches]}

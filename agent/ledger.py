@@ -11,9 +11,10 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import get_args
 
 from agent.errors import BadInput
-from agent.records import Measurement, Result, Trial
+from agent.records import Measurement, Result, RunStatus, Trial
 
 LEDGER = "ledger.sqlite"
 
@@ -146,6 +147,14 @@ class Ledger:
             return json.loads(r[0]) if r else default
         except ValueError:
             raise LedgerCorrupt(f"the ledger's {key!r} entry is unreadable JSON") from None
+
+    def set_status(self, status: RunStatus) -> None:
+        if status not in get_args(RunStatus):
+            raise ValueError(f"run status {status!r}: allowed: {', '.join(get_args(RunStatus))}")
+        self.set_meta("status", status)
+
+    def status(self) -> RunStatus | None:
+        return self.meta("status")
 
     def event(self, kind: str, message: str) -> None:
         self.db.execute("INSERT INTO events (ts, kind, message) VALUES (?,?,?)", (time.time(), kind, message))

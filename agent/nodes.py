@@ -17,12 +17,16 @@ from agent import review_gate
 from agent.config import RunConfig
 from agent.decide import objective_value
 from agent.ledger import Ledger
-from agent.planners.base import PlanContext, Proposal
+from agent.measure import EvalSuite
+from agent.planners.base import PlanContext, Planner, Proposal
 from agent.records import Result
 from agent.trial import LedgerRecorder, TrialEnv, run_trial
 from tools import frameworks, moe, procs
 from tools import patch as patchtool
 from tools.candidate import Candidate
+from tools.hardware import HardwareProfile
+from tools.models import ModelCard
+from tools.protocols import Sandbox
 
 
 @dataclass
@@ -31,14 +35,15 @@ class Runtime:
     config: RunConfig
     run_dir: Path
     ledger: Ledger
-    sandbox: object
-    planner: object
-    suite: object  # agent.measure.EvalSuite
-    card: object
-    hw: object
+    sandbox: Sandbox
+    planner: Planner
+    suite: EvalSuite
+    card: ModelCard
+    hw: HardwareProfile
     progress: Callable[[str], None] = field(default=lambda s: None)
 
     def frameworks(self) -> tuple[str, ...]:
+        """What the sandbox can run; `frameworks` and `version` are optional Sandbox members."""
         return tuple(getattr(self.sandbox, "frameworks", frameworks.NAMES))
 
 
@@ -49,10 +54,15 @@ def reap_stale_servers(run_dir: Path) -> list[int]:
     return procs.reap(run_dir)
 
 
+def version(rt: Runtime, framework: str) -> str | None:
+    """The framework version the sandbox runs (sandboxes that cannot tell: None, the newest schema)."""
+    v = getattr(rt.sandbox, "version", None)
+    return v(framework) if v else None
+
+
 def adapter(rt: Runtime, framework: str):
-    """The framework adapter for the version the sandbox runs (sandboxes that cannot tell: the newest)."""
-    version = getattr(rt.sandbox, "version", None)
-    return frameworks.get(framework, version(framework) if version else None)
+    """The framework adapter for the version the sandbox runs."""
+    return frameworks.get(framework, version(rt, framework))
 
 
 def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
@@ -72,7 +82,8 @@ def plan_context(rt: Runtime, incumbent: int | None) -> PlanContext:
                        measurements=led.measurements, incumbent_id=incumbent,
                        frameworks=rt.frameworks(),
                        source_tree=lambda fw: rt.sandbox.source_tree(fw, rt.run_dir),
-                       rejected=rejected, approved=approved)
+                       rejected=rejected, approved=approved,
+                       versions={fw: version(rt, fw) for fw in rt.frameworks()})
 
 
 def _sync_tree(rt: Runtime, c: Candidate) -> None:
@@ -122,7 +133,8 @@ def baseline(rt: Runtime, state: dict) -> dict:
         return _route_for(rt, open_[0])
     p = rt.planner.propose(plan_context(rt, None))
     tid = rt.ledger.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
-                              candidate=p.candidate, incumbent_id=None, proposal=p.model_dump(mode="json"))
+                              candidate=p.candidate.model_dump(mode="json"), incumbent_id=None,
+                              proposal=p.model_dump(mode="json"))
     review_gate.gate(rt.ledger, rt.config, tid)
     return _route_for(rt, rt.ledger.trial(tid))
 
@@ -164,12 +176,12 @@ def _add_trial(rt: Runtime, p: Proposal, inc: int | None) -> int:
             diag = {}
         led.add_patch(pid=pid, key=p.patch.key, fix=p.patch.fix, framework=p.patch.framework,
                       diff=p.patch.diff, files=p.patch.files, diagnosis=diag, log_excerpt=log)
-        c = p.cand()
-        cand = c.model_copy(update={"patches": [*c.patches, pid]}).model_dump(mode="json")
+        cand = cand.model_copy(update={"patches": [*cand.patches, pid]})
         (rt.run_dir / "patches").mkdir(exist_ok=True)
         (rt.run_dir / "patches" / f"{pid}.diff").write_text(p.patch.diff)
     return led.add_trial(phase=p.phase, kind=p.kind, description=p.description, rationale=p.rationale,
-                         candidate=cand, incumbent_id=inc, proposal=p.model_dump(mode="json"), patch_id=pid)
+                         candidate=cand.model_dump(mode="json"), incumbent_id=inc, proposal=p.model_dump(mode="json"),
+                         patch_id=pid)
 
 
 def _workload_refused(trials: list[dict], inc: int | None) -> str | None:

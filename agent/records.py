@@ -26,6 +26,10 @@ TrialStatus = Literal["proposed", "running", "done"]
 TrialVerdict = Literal["kept", "reverted", "failed", "rejected", "skipped"]
 Outcome = Literal["launched", "launch_failed"]
 Role = Literal["candidate", "incumbent"]
+# A run's status (ledger meta "status"): agent/run.py moves it while it drives the graph, the record
+# node ends it, a Ctrl-C marks it interrupted.
+RunStatus = Literal["running", "waiting_for_review", "interrupted", "done", "failed", "refused"]
+FINAL: tuple[RunStatus, ...] = ("done", "failed", "refused")
 
 
 class Verdict(BaseModel):

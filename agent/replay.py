@@ -8,13 +8,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from agent import playbook as pbm
+from agent.playbooks import schema as pbm
 from agent import run as runlib
 from agent import run_lock
 from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
-from agent.planners.replay import ReplayPlanner, ledger_note, outcomes
+from agent.playbooks.replay import ReplayPlanner, ledger_note, outcomes
 
 SOURCE_COPY = "playbook.source.yaml"
 

@@ -150,9 +150,10 @@ def write(run_dir: Path, hw=None) -> dict:
         (run_dir / "patches").mkdir(exist_ok=True)
         for p in led.patches():
             (run_dir / "patches" / f"{p['id']}.diff").write_text(p["diff"])
-        from agent import playbook as pbm  # the replayable playbook (issue 5): agent/playbook.py
+        from agent.playbooks import schema as pbm  # the replayable playbook (issue 5): agent/playbooks/
+        from agent.playbooks.record import carried_markdown, from_run
         try:
-            (run_dir / "playbook.yaml").write_text(pbm.dumps(pbm.from_run(led, run_dir)))
+            (run_dir / "playbook.yaml").write_text(pbm.dumps(from_run(led, run_dir)))
             pb_note = ""
         except ValueError as e:  # BadInput too: a playbook that cannot be recorded must not cost the other outputs
             (run_dir / "playbook.yaml").unlink(missing_ok=True)
@@ -163,7 +164,7 @@ def write(run_dir: Path, hw=None) -> dict:
             (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
         imgs = _plots(led, res, run_dir, roof) if res["best"] else []
         # a replay: step by step what carried over; all of it quotes ledger text, so inert
-        md = inert(markdown(res, hw, imgs) + pbm.carried_markdown(led) + pb_note)
+        md = inert(markdown(res, hw, imgs) + carried_markdown(led) + pb_note)
         (run_dir / "report.md").write_text(md)
         (run_dir / "report.html").write_text(html(md, run_dir, imgs))
         return res
@@ -239,7 +240,7 @@ def record_node(rt, state: dict) -> dict:
         status = "failed"
         reason = f"{reason}; no configuration could be measured. {baseline_failure(rt.ledger)}"
     rt.ledger.set_meta("stop_reason", reason)
-    rt.ledger.set_meta("status", status)
+    rt.ledger.set_status(status)
     write(rt.run_dir, rt.hw)
     rt.progress(f"{status}: {reason}; report in {rt.run_dir / 'report.md'}")
     return {"route": "end"}

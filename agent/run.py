@@ -21,6 +21,7 @@ from agent import nodes, report, run_lock
 from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
+from agent.records import FINAL
 from agent.review import ask_on_terminal
 from sandboxes import registry
 
@@ -65,7 +66,7 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
         sandbox.restore_ground(ledger.meta("ground"))
     ledger.ground = getattr(sandbox, "ground_state", None)
     if planner is None and ledger.meta("replay"):  # a resumed replay keeps replaying its playbook (issue 5)
-        from agent.planners.replay import planner_for_run
+        from agent.playbooks.replay import planner_for_run
         planner = planner_for_run(run_dir)
     if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
         from agent.planners.hybrid import make_planner
@@ -159,8 +160,6 @@ def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None,
         cfg = cfg.model_copy(update={"approve": approve}).check()
     rt = open_runtime(Path(run_dir), cfg, **kw)
     rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
-    if rt.ledger.meta("status") == "interrupted":
-        rt.ledger.set_meta("status", "running")
     killed = nodes.reap_stale_servers(rt.run_dir)  # servers a killed agent left running
     if killed:
         rt.ledger.event("reap", f"stopped server process groups left by a killed run: {killed}")
@@ -171,7 +170,7 @@ def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None,
         return _drive_parallel(rt, ask)
     g = graphmod.build(rt)
     snap = g.get_state(graphmod.THREAD)
-    if not snap.next and rt.ledger.meta("status") == "done":
+    if not snap.next and rt.ledger.status() == "done":
         return summary(rt, "done")
     inp = Command(resume=True) if any(t.interrupts for t in snap.tasks) else None
     if not snap.values:  # no checkpoint (deleted, or unreadable and moved aside): rebuild from the ledger
@@ -183,18 +182,20 @@ def drive(rt: nodes.Runtime, inp, *, graph=None, ask: Ask | None = None) -> dict
     """Run the graph until it ends or waits on a review nobody can answer now. `ask` answers a
     pending patch; without it a human is asked when the policy is `ask` and stdin is a terminal."""
     g = graph or graphmod.build(rt)
+    if rt.ledger.status() not in FINAL:  # a new run, a resumed one (interrupted, waiting, killed)
+        rt.ledger.set_status("running")
     while True:
         g.invoke(inp, graphmod.THREAD)
         snap = g.get_state(graphmod.THREAD)
         waiting = [i for t in snap.tasks for i in t.interrupts]
         if not waiting:
-            return summary(rt, rt.ledger.meta("status") or "done")
+            return summary(rt, rt.ledger.status() or "done")
         pid = waiting[0].value["patch_id"]
         p = rt.ledger.patch(pid)
         if p["status"] == "pending":
             answer = ask(p) if ask is not None else ask_on_terminal(rt.config.approve, p)
             if answer is None:
-                rt.ledger.set_meta("status", "waiting_for_review")
+                rt.ledger.set_status("waiting_for_review")
                 out = summary(rt, "waiting_for_review")
                 out["waiting"] = {"patch": pid, "how": [f"agent approvals {rt.run_dir}",
                                                          f"agent approve {rt.run_dir} {pid}",
@@ -203,7 +204,7 @@ def drive(rt: nodes.Runtime, inp, *, graph=None, ask: Ask | None = None) -> dict
                 rt.progress(f"waiting for review of patch {pid}: " + "; ".join(out["waiting"]["how"][1:]))
                 return out
             rt.ledger.decide_patch(pid, answer["status"], by=answer["by"], reason=answer.get("reason", ""))
-        rt.ledger.set_meta("status", "running")
+        rt.ledger.set_status("running")
         inp = Command(resume=True)
 
 

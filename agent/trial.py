@@ -22,6 +22,8 @@ from agent.records import Result, Role, Verdict
 from tools import moe
 from tools.bench.refusal import RequestsRefused
 from tools.candidate import Candidate
+from tools.frameworks.base import Framework
+from tools.hardware import HardwareProfile
 from tools.protocols import LaunchFailure, Sandbox
 
 
@@ -35,9 +37,9 @@ class TrialEnv:
     sandbox: Sandbox
     run_dir: Path
     config: RunConfig  # its measure, objective, gate and seed
-    hw: object  # tools.hardware.HardwareProfile (prices and TDP for the cost objectives)
+    hw: HardwareProfile  # prices and TDP for the cost objectives
     suite: EvalSuite
-    adapter: Callable[[str], object]  # framework -> its adapter for the version the sandbox runs
+    adapter: Callable[[str], Framework]  # framework -> its adapter for the version the sandbox runs
     prepare: Callable[[Candidate], None] = _nothing  # before each launch: the source tree as c needs it
     progress: Callable[[str], None] = _nothing
 

@@ -98,6 +98,41 @@ def test_only_the_cli_imports_command_modules():
     assert bad == []
 
 
+def import_cycles(root: Path, folder: str) -> list[list[str]]:
+    """Groups of modules under `folder` that import each other round a loop (strongly connected,
+    Tarjan), counting imports inside functions too: a lazy import hides a cycle, it does not end it."""
+    mods = {module_name(f, root): f for f in sorted((root / folder).rglob("*.py"))}
+    graph = {m: sorted({i for _, i in imports(f, root) if i in mods and i != m}) for m, f in mods.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+            if len(group) > 1:
+                out.append(sorted(group))
+    for m in graph:
+        if m not in index:
+            visit(m)
+    return sorted(out)
+
+
+def test_agent_has_no_import_cycle():
+    assert import_cycles(REPO, "agent") == []
+
+
 def test_top_level_is_the_asked_for_one():
     extra = top_level(REPO) - TOP_LEVEL - set(PENDING)
     assert extra == set(), f"not in the asked-for layout: {sorted(extra)}"
@@ -137,3 +172,12 @@ def test_checker_sees_a_folder_outside_the_layout(tmp_path):
         (tmp_path / n).mkdir()
     (tmp_path / "README.md").write_text("")
     assert top_level(tmp_path) - TOP_LEVEL == {"gpu"}
+
+
+def test_checker_finds_an_import_cycle_also_through_a_lazy_import(tree):
+    root, write = tree
+    write("agent/a.py", "from agent.b import x\n")
+    write("agent/b.py", "def f():\n    from agent import c\n")
+    write("agent/c.py", "import agent.a\n")
+    write("agent/d.py", "import agent.a\n")  # imports into the loop, is not part of it
+    assert import_cycles(root, "agent") == [["agent.a", "agent.b", "agent.c"]]

@@ -13,10 +13,17 @@ from typing import Callable, Literal, Protocol
 
 from pydantic import BaseModel
 
+from agent.config import RunConfig
+from tools import frameworks
 from tools.candidate import Candidate
+from tools.frameworks.base import Framework
+from tools.hardware import HardwareProfile
+from tools.models import ModelCard
 
 PHASES = ("framework", "precision", "speculative", "flags", "parallel", "moe")
+Phase = Literal["framework", "precision", "speculative", "flags", "parallel", "moe"]
 Kind = Literal["config", "patch", "moe_tune", "stop"]
+Source = Literal["builtin", "llm", "playbook"]
 
 
 class PatchProposal(BaseModel):
@@ -31,24 +38,22 @@ class PatchProposal(BaseModel):
 
 class Proposal(BaseModel):
     kind: Kind
-    phase: str
-    description: str
+    phase: Phase
+    description: str  # for people; code reads the structured fields below
     rationale: str = ""
-    candidate: dict | None = None  # Candidate JSON to run (patch proposals: with the patch id included)
+    candidate: Candidate | None = None  # what to run (a patch proposal: the candidate the patch is added to)
     patch: PatchProposal | None = None
     fixes_trial: int | None = None  # the failed trial this answers
     params: dict = {}  # search parameters (Optuna bookkeeping)
-
-    def cand(self) -> Candidate:
-        assert self.candidate is not None
-        return Candidate.model_validate(self.candidate)
+    source: Source = "builtin"  # which planner wrote it (the hybrid planner counts the LLM's answers)
+    screen: str | None = None  # the flag a screening proposal sets one value of (builtin flags phase)
 
 
 @dataclass
 class PlanContext:
-    config: object  # agent.config.RunConfig
-    card: object  # tools.models.ModelCard
-    hw: object  # tools.hardware.HardwareProfile
+    config: RunConfig
+    card: ModelCard
+    hw: HardwareProfile
     trials: list[dict]  # the ledger's trials, oldest first
     measurements: Callable[[int], list[dict]]  # trial id -> its measurements (ledger rows)
     incumbent_id: int | None
@@ -56,6 +61,33 @@ class PlanContext:
     source_tree: Callable[[str], Path]  # framework -> its git work tree (read only for planners)
     rejected: dict[str, str] = field(default_factory=dict)  # patch key / fix name -> reason
     approved: dict[str, str] = field(default_factory=dict)  # patch key -> patch id
+    # framework -> the version the sandbox runs (Sandbox.version; None or absent: the newest schema)
+    versions: dict[str, str | None] = field(default_factory=dict)
+
+    def framework(self, name: str) -> Framework:
+        """The adapter (flag schema, argv, log signatures) of the version this run's sandbox runs:
+        planners search only flags that version has."""
+        return frameworks.get(name, self.versions.get(name))
+
+    # ---- where the run stands: one definition for every planner ----
+    @property
+    def phase(self) -> str:
+        """The current phase: the furthest one any trial reached (the first before any trial)."""
+        return max((t["phase"] for t in self.trials if t["phase"] in PHASES), key=PHASES.index, default=PHASES[0])
+
+    def answers(self, tid: int) -> list[dict]:
+        """The trials proposed as answers to trial `tid` (Proposal.fixes_trial)."""
+        return [t for t in self.trials if t["proposal"].get("fixes_trial") == tid]
+
+    def failures(self) -> list[dict]:
+        """Failed trials of the current phase, newest first."""
+        phase = self.phase
+        return [t for t in reversed(self.trials) if t["phase"] == phase and t["verdict"] == "failed"]
+
+    def unanswered_failures(self) -> list[dict]:
+        """Failed trials of the current phase that no trial answers, newest first."""
+        answered = {t["proposal"].get("fixes_trial") for t in self.trials}
+        return [t for t in self.failures() if t["id"] not in answered]
 
     @property
     def incumbent(self) -> dict | None:

@@ -13,7 +13,6 @@ from typing import Iterator
 from agent.planners import search
 from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
 from agent.planners.fixes import fixes_for
-from tools import frameworks
 from tools.candidate import Candidate, Parallel
 from tools.errors import BadInput, unknown
 from tools.models import PRECISIONS
@@ -47,15 +46,14 @@ class BuiltinPlanner:
     def propose(self, ctx: PlanContext) -> Proposal:
         if not ctx.trials:
             return self._baseline(ctx)
-        phase = max((t["phase"] for t in ctx.trials if t["phase"] in PHASES), key=PHASES.index,
-                    default=PHASES[0])
+        phase = ctx.phase
         tried = ctx.tried_keys()
         fix = self._answer_failures(ctx, phase, tried)
         if fix is not None:
             return fix
         for ph in PHASES[PHASES.index(phase):]:
             for p in self.candidates(ctx, ph):
-                if p.kind == "moe_tune" or Candidate.model_validate(p.candidate).key() not in tried:
+                if p.kind == "moe_tune" or p.candidate.key() not in tried:
                     return p
         return Proposal(kind="stop", phase=phase, description="every phase is exhausted",
                         rationale="no untried candidate is left in any phase")
@@ -71,23 +69,20 @@ class BuiltinPlanner:
         what = "default flags" + (f" + {c.flags}" if c.flags else "")
         return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, {what}",
                         rationale="measure the starting point with the framework's defaults",
-                        candidate=c.model_dump(mode="json"))
+                        candidate=c)
 
     def _full_tp(self, ctx: PlanContext) -> int:
-        n = self.gpus or max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
-        heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
+        n = self.gpus or max(ctx.hw.gpus_per_node, 1)
+        heads = ctx.card.num_attention_heads
         while n > 1 and heads % n:
             n //= 2
         return n
 
     # ---- failures -> fixes ---------------------------------------------------------------
     def _answer_failures(self, ctx: PlanContext, phase: str, tried: set[str]) -> Proposal | None:
-        answered = {t["proposal"].get("fixes_trial") for t in ctx.trials}
-        for t in reversed(ctx.trials):
-            if t["phase"] != phase or t["verdict"] != "failed" or t["id"] in answered:
-                continue
+        for t in ctx.unanswered_failures():
             cand = Candidate.model_validate(t["candidate"])
-            fw = frameworks.get(cand.framework)
+            fw = ctx.framework(cand.framework)
             try:
                 tree = ctx.source_tree(cand.framework)
             except Exception:  # a sandbox without a source tree: flag/env fixes only
@@ -108,11 +103,11 @@ class BuiltinPlanner:
                         if new.key() not in tried:
                             return Proposal(kind="config", phase=phase, fixes_trial=t["id"],
                                             description=f"retry with approved patch {pid} ({fx.name})",
-                                            rationale=why, candidate=new.model_dump(mode="json"))
+                                            rationale=why, candidate=new)
                         continue
                     return Proposal(kind="patch", phase=phase, fixes_trial=t["id"], rationale=why,
                                     description=f"patch {cand.framework}: {fx.title}",
-                                    candidate=cand.model_dump(mode="json"),
+                                    candidate=cand,
                                     patch=PatchProposal(fix=fx.name, key=fx.key, framework=cand.framework,
                                                         diff=fx.diff, files=fx.files, title=fx.title, why=fx.why))
                 flags = {k: v for k, v in {**cand.flags, **fx.flags}.items() if v is not None}
@@ -120,7 +115,7 @@ class BuiltinPlanner:
                 if new.key() not in tried:
                     return Proposal(kind="config", phase=phase, fixes_trial=t["id"], rationale=why,
                                     description=f"retry with {fx.name}: {fx.flags or fx.env}",
-                                    candidate=new.model_dump(mode="json"))
+                                    candidate=new)
         return None
 
     # ---- phases --------------------------------------------------------------------------
@@ -137,7 +132,7 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        tf = getattr(ctx.hw, "tflops", {}) or {}
+        tf = ctx.hw.tflops
         here = PRECISIONS[inc.weights].bytes_per_weight
         start = PRECISIONS[ctx.trials[0]["candidate"]["weights"]].bytes_per_weight
         for p in sorted(PRECISIONS.values(), key=lambda p: p.bytes_per_weight):
@@ -165,14 +160,14 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        fw = frameworks.get(inc.framework)
+        fw = ctx.framework(inc.framework)
         patches = list(inc.patches)
         for t in ctx.trials:  # fixes approved in this phase stay with speculative candidates
             pid = t.get("patch_id")
             if t["phase"] == "speculative" and pid and pid in ctx.approved.values() and pid not in patches \
                     and t["candidate"]["framework"] == inc.framework:
                 patches.append(pid)
-        mtp = int(getattr(ctx.card, "mtp_layers", 0) or 0) > 0
+        mtp = ctx.card.mtp_layers > 0
         measured = [t["candidate"]["flags"] for t in ctx.trials if t["phase"] == "speculative"
                     and t["verdict"] in ("kept", "reverted") and t["candidate"]["framework"] == inc.framework]
         for flags, what in spec_flag_sets(fw, mtp):
@@ -186,8 +181,8 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        fw = frameworks.get(inc.framework)
-        vendor = getattr(ctx.hw, "vendor", None)
+        fw = ctx.framework(inc.framework)
+        vendor = ctx.hw.vendor
         tunable = {n: s for n, s in fw.flags.items() if s.search and not any(w in n for w in SPEC_WORDS)
                    and n not in fw.parallel_flag_names() and (not s.vendors or vendor in s.vendors)}
         runs = [t for t in ctx.trials if t["phase"] == "flags"]
@@ -196,8 +191,7 @@ class BuiltinPlanner:
                 continue
             # At most screen_choices settings of one flag unless one of them won: a switch that keeps
             # losing is not worth the rest of its list.
-            tries = [t for t in ctx.trials if t["phase"] == "flags"
-                     and (t["rationale"] or "").startswith(f"screen {name} ")]
+            tries = [t for t in ctx.trials if t["phase"] == "flags" and t["proposal"].get("screen") == name]
             if len(tries) >= self.screen_choices and not any(t["verdict"] == "kept" for t in tries):
                 continue
             cur = inc.flags.get(name, s.default)
@@ -212,7 +206,9 @@ class BuiltinPlanner:
                 skip.add(repr(s.defeats[0]))
             for choice in [c for c in s.search["choices"] if repr(c) not in skip][:self.screen_choices]:
                 c = _set_flag(inc, name, choice, s.default, negatable=s.negatable)
-                yield _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
+                p = _p("flags", f"{name} {choice}", c, f"screen {name} (schema choices {s.search['choices']})")
+                p.screen = name
+                yield p
         numeric = {n: s for n, s in tunable.items() if "choices" not in s.search}
         dists = search.distributions(numeric)
         found = [t for t in runs if t["proposal"].get("params")]
@@ -226,7 +222,7 @@ class BuiltinPlanner:
         if not dists or len(found) >= self.search_trials or since >= self.patience:
             return
         tried = {search.key(p) for p in [*(p for p, _ in hist), *pending]}
-        params = search.ask(dists, hist, seed=int(getattr(ctx.config, "seed", 0)), tried=tried, pending=pending)
+        params = search.ask(dists, hist, seed=ctx.config.seed, tried=tried, pending=pending)
         if params is None:
             return
         c = inc
@@ -241,9 +237,9 @@ class BuiltinPlanner:
         inc = ctx.incumbent_candidate()
         if inc is None:
             return
-        n = max(int(getattr(ctx.hw, "gpus_per_node", 1) or 1), 1)
-        heads = int(getattr(ctx.card, "num_attention_heads", n) or n)
-        moe = bool(getattr(ctx.card, "is_moe", False))
+        n = max(ctx.hw.gpus_per_node, 1)
+        heads = ctx.card.num_attention_heads
+        moe = ctx.card.is_moe
         oom = [(t["candidate"]["parallel"]["tp"], t["candidate"]["parallel"].get("ep", False))
                for t in ctx.trials if t["phase"] == "parallel" and t["verdict"] == "failed"
                and any(d["kind"] == "oom" for d in t["diagnoses"])]
@@ -259,13 +255,13 @@ class BuiltinPlanner:
 
     def _moe(self, ctx: PlanContext) -> Iterator[Proposal]:
         inc, t = ctx.incumbent_candidate(), ctx.incumbent
-        if inc is None or not getattr(ctx.card, "is_moe", False):
+        if inc is None or not ctx.card.is_moe:
             return
         warn = [d for d in t["diagnoses"] if d["kind"] == "moe_default_config"]
         done = any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == inc.framework
                    and x["candidate"]["parallel"] == inc.parallel.model_dump() for x in ctx.trials)
         if warn and not done and not inc.moe_configs:
-            yield Proposal(kind="moe_tune", phase="moe", candidate=inc.model_dump(mode="json"),
+            yield Proposal(kind="moe_tune", phase="moe", candidate=inc,
                            description=f"tune MoE kernels for {ctx.card.name} on {inc.parallel.tp}-way shards",
                            rationale=f"the incumbent's log warns: {warn[0]['evidence'][0] if warn[0]['evidence'] else warn[0]['message']}")
         # Kernel tuning changes which layout wins: retune the layouts that launched but lost while
@@ -273,7 +269,7 @@ class BuiltinPlanner:
         tuned = [x for x in ctx.trials if x["kind"] == "moe_tune"]
         if not any(x["verdict"] == "kept" for x in tuned):
             return
-        fw = frameworks.get(inc.framework)
+        fw = ctx.framework(inc.framework)
         lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted"
                 and any(d["kind"] == "moe_default_config" for d in x["diagnoses"])]
         lost.sort(key=lambda x: -(_objective(ctx, x) or 0.0))
@@ -283,7 +279,7 @@ class BuiltinPlanner:
                 continue
             env = {k: v for k, v in inc.env.items() if k != fw.moe_config_env}
             c = inc.model_copy(update={"parallel": par, "moe_configs": [], "env": env})
-            yield Proposal(kind="moe_tune", phase="moe", candidate=c.model_dump(mode="json"),
+            yield Proposal(kind="moe_tune", phase="moe", candidate=c,
                            description=f"tune MoE kernels for TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
 
@@ -324,14 +320,13 @@ def spec_flag_sets(fw, mtp: bool) -> list[tuple[dict, str]]:
 def _base_flags(ctx: PlanContext, fw: str) -> dict:
     """The framework's own flags for this kind of host (sglang on a CPU: tools/frameworks/sglang.py),
     then the run's starting flags that this framework's schema knows."""
-    adapter = frameworks.get(fw)
-    own = dict(getattr(adapter, "platform_flags", lambda v: {})(getattr(ctx.hw, "vendor", None)))
-    known = adapter.flags
-    return {**own, **{k: v for k, v in (getattr(ctx.config, "base_flags", None) or {}).items() if k in known}}
+    adapter = ctx.framework(fw)
+    own = dict(getattr(adapter, "platform_flags", lambda v: {})(ctx.hw.vendor))
+    return {**own, **{k: v for k, v in ctx.config.base_flags.items() if k in adapter.flags}}
 
 
 def _platform_env(ctx: PlanContext, fw: str) -> dict:
-    return dict(getattr(frameworks.get(fw), "platform_env", lambda v: {})(getattr(ctx.hw, "vendor", None)))
+    return dict(getattr(ctx.framework(fw), "platform_env", lambda v: {})(ctx.hw.vendor))
 
 
 def _clip(spec, v: int) -> int:
@@ -349,13 +344,12 @@ def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) 
 
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
-    return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c.model_dump(mode="json"))
+    return Proposal(kind="config", phase=phase, description=what, rationale=why, candidate=c)
 
 
 def _workload_features(ctx: PlanContext) -> set[str]:
     """What the benchmark workload relies on that a flag could switch off (FlagSpec.defeats)."""
-    w = getattr(getattr(ctx.config, "measure", None), "workload", None)
-    return {"prefix_reuse"} if w is not None and w.prefix_hit > 0 else set()
+    return {"prefix_reuse"} if ctx.config.measure.workload.prefix_hit > 0 else set()
 
 
 def _flags_of(ctx: PlanContext, trial_id: int | None) -> dict:
@@ -370,7 +364,7 @@ def _objective(ctx: PlanContext, t: dict) -> float | None:
     ms = [m["data"] for m in ctx.measurements(t["id"]) if m["role"] == "candidate"]
     if not ms:
         return None
-    return max(objective_value(m, getattr(ctx.config, "objective", "knee")) for m in ms)
+    return max(objective_value(m, ctx.config.objective) for m in ms)
 
 
 def _viable_frameworks(ctx: PlanContext) -> dict[str, Candidate]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agent.errors import BadInput, unknown
 from agent.planners.base import PHASES, PlanContext, Proposal
-from agent.planners.llm import LLMPlanner, current_phase
+from agent.planners.llm import LLMPlanner
 
 PLANNERS = ("builtin", "llm", "hybrid")
 
@@ -46,7 +46,7 @@ class HybridPlanner:
             if p is not None and p.kind != "stop":
                 return p
             self.llm.notify(f"  LLM found no fix for trial {focus} ({why or p.rationale}); continuing with the built-in plan")
-        phase = current_phase(ctx)
+        phase = ctx.phase
         if self._stalled(ctx, phase, b) and ("stall", phase) not in self._asked:
             self._asked.add(("stall", phase))
             p, _ = self.llm.ask(ctx, question=(
@@ -60,14 +60,11 @@ class HybridPlanner:
     def _unknown_failure(self, ctx: PlanContext) -> int | None:
         """The newest failed trial of the current phase that the catalogue left unanswered and the
         LLM has not exhausted its attempts on (its answers were rejected or failed)."""
-        phase = current_phase(ctx)
-        for t in reversed(ctx.trials):
-            if t["phase"] != phase or t["verdict"] != "failed":
-                continue
-            answers = [x for x in ctx.trials if x["proposal"].get("fixes_trial") == t["id"]]
+        for t in ctx.failures():
+            answers = ctx.answers(t["id"])
             if not answers:
                 return t["id"]
-            llm_only = all(x["description"].startswith("LLM") for x in answers)
+            llm_only = all(x["proposal"].get("source") == "llm" for x in answers)
             if llm_only and len(answers) < self.attempts and all(
                     x["verdict"] in ("rejected", "skipped", "failed") for x in answers):
                 return t["id"]

@@ -87,7 +87,7 @@ class LLMPlanner:
     def propose(self, ctx: PlanContext) -> Proposal:
         if not ctx.trials:  # the starting point is the framework defaults, whoever plans
             return self.fallback.propose(ctx)
-        focus = latest_unanswered_failure(ctx)
+        focus = next((t["id"] for t in ctx.unanswered_failures()), None)
         q = (f"Trial {focus} failed to launch. Find the cause in its log and the framework source, then "
              "propose the fix (a patch, or a flag/env change)." if focus is not None else
              "Choose the most promising next thing to try, or stop if nothing is left worth a trial.")
@@ -251,28 +251,14 @@ def _env_price() -> tuple[float, float] | None:
         return None
 
 
-def current_phase(ctx: PlanContext) -> str:
-    return max((t["phase"] for t in ctx.trials if t["phase"] in PHASES), key=PHASES.index, default=PHASES[0])
-
-
-def latest_unanswered_failure(ctx: PlanContext) -> int | None:
-    """The newest failed trial of the current phase that no later trial answers."""
-    phase = current_phase(ctx)
-    answered = {t["proposal"].get("fixes_trial") for t in ctx.trials}
-    for t in reversed(ctx.trials):
-        if t["phase"] == phase and t["verdict"] == "failed" and t["id"] not in answered:
-            return t["id"]
-    return None
-
-
 def situation(ctx: PlanContext, question: str, focus: int | None) -> str:
     """The opening message: what the run is and where it stands (structured, no log text)."""
     cfg = ctx.config
     inc = ctx.incumbent
     recent = [{"id": t["id"], "phase": t["phase"], "what": t["description"], "verdict": t["verdict"],
                "reason": (t["reason"] or "")[:300]} for t in ctx.trials[-10:]]
-    out = {"target": {"model": getattr(ctx.card, "name", "?"), "hardware": getattr(ctx.hw, "name", "?")},
-           "objective": getattr(cfg, "objective", "knee"), "phase": current_phase(ctx), "phases": list(PHASES),
+    out = {"target": {"model": ctx.card.name, "hardware": ctx.hw.name},
+           "objective": cfg.objective, "phase": ctx.phase, "phases": list(PHASES),
            "frameworks_available": list(ctx.frameworks),
            "incumbent": {"trial": inc["id"], "candidate": inc["candidate"], "numbers": inc.get("numbers")} if inc else None,
            "recent_trials": recent,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from agent.planners import grid
-from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
+from agent.planners.base import PatchProposal, PlanContext, Proposal
 from tools import frameworks
 from tools import logs as logtools
 from tools import patch as patchtool
@@ -246,7 +246,7 @@ class ToolBox:
 
     def t_flag_schema(self, framework, filter="") -> str:
         try:
-            fw = frameworks.get(framework)
+            fw = self.ctx.framework(framework)
         except Exception as e:  # noqa: BLE001
             raise ToolError(str(e)) from None
         rows = [{"name": s.name, "type": s.type, "choices": s.choices, "default": s.default,
@@ -258,7 +258,7 @@ class ToolBox:
     def _phase(self) -> str:
         if self.focus is not None:
             return self._trial(self.focus)["phase"]
-        return max((t["phase"] for t in self.ctx.trials if t["phase"] in PHASES), key=PHASES.index, default=PHASES[0])
+        return self.ctx.phase
 
     def _base(self) -> Candidate:
         if self.focus is not None:
@@ -277,20 +277,20 @@ class ToolBox:
         if not isinstance(flags or {}, dict) or not isinstance(env or {}, dict):
             raise ToolError("flags and env must be JSON objects")
         fw_name = framework or base.framework
-        if fw_name in frameworks.NAMES + tuple(getattr(frameworks, "EXTRA", ())):  # numbers a person would type (agent/planners/grid.py); base flags stay
-            flags = grid.snap_flags(flags or {}, frameworks.get(fw_name).flags)
+        if fw_name in frameworks.NAMES + frameworks.EXTRA:  # numbers a person would type (agent/planners/grid.py); base flags stay
+            flags = grid.snap_flags(flags or {}, self.ctx.framework(fw_name).flags)
         merged = {k: v for k, v in {**base.flags, **(flags or {})}.items() if v is not None}
         try:
             c = Candidate(framework=framework or base.framework, weights=weights or base.weights, parallel=par,
                           flags=merged, env={**base.env, **{k: str(v) for k, v in (env or {}).items()}},
                           patches=base.patches, moe_configs=base.moe_configs)
-            frameworks.get(c.framework).validate(c)
+            self.ctx.framework(c.framework).validate(c)
         except Exception as e:  # noqa: BLE001  BadInput / pydantic: tell the model what is allowed
             raise ToolError(f"invalid configuration: {e}") from None
         if c.key() in self.ctx.tried_keys():
             raise ToolError("that exact configuration was tried already; propose something else")
-        return Proposal(kind="config", phase=self._phase(), description="LLM: " + _short(rationale),
-                        rationale=rationale, candidate=c.model_dump(mode="json"), fixes_trial=self.focus)
+        return Proposal(kind="config", source="llm", phase=self._phase(), description="LLM: " + _short(rationale),
+                        rationale=rationale, candidate=c, fixes_trial=self.focus)
 
     def t_propose_patch(self, framework, diff, title, why) -> Proposal:
         root = self._tree(framework)
@@ -310,8 +310,8 @@ class ToolBox:
         base = self._base()
         if base.framework != framework:
             base = Candidate(framework=framework, weights=base.weights, parallel=base.parallel)
-        return Proposal(kind="patch", phase=self._phase(), fixes_trial=self.focus, rationale=why,
-                        description=f"LLM patch {framework}: {_short(title)}", candidate=base.model_dump(mode="json"),
+        return Proposal(kind="patch", source="llm", phase=self._phase(), fixes_trial=self.focus, rationale=why,
+                        description=f"LLM patch {framework}: {_short(title)}", candidate=base,
                         patch=PatchProposal(fix="llm", key=key, framework=framework, diff=diff, files=files,
                                             title=_short(title), why=why))
 
@@ -319,11 +319,11 @@ class ToolBox:
         inc = self.ctx.incumbent_candidate()
         if inc is None:
             raise ToolError("there is no incumbent to tune")
-        return Proposal(kind="moe_tune", phase="moe", description="LLM: tune MoE kernels", rationale=rationale,
-                        candidate=inc.model_dump(mode="json"))
+        return Proposal(kind="moe_tune", source="llm", phase="moe", description="LLM: tune MoE kernels", rationale=rationale,
+                        candidate=inc)
 
     def t_stop(self, reason) -> Proposal:
-        return Proposal(kind="stop", phase=self._phase(), description="LLM: " + _short(reason), rationale=reason)
+        return Proposal(kind="stop", source="llm", phase=self._phase(), description="LLM: " + _short(reason), rationale=reason)
 
 
 def _logged_path(run_dir: Path, tid: int) -> Path | None:

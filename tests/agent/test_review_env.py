@@ -31,14 +31,14 @@ class ScriptedPlanner:
         n = len(ctx.trials)
         if n == 0:
             return Proposal(kind="config", phase="framework", description="baseline",
-                            candidate=Candidate(framework="vllm", parallel={"tp": 8}).model_dump(mode="json"))
+                            candidate=Candidate(framework="vllm", parallel={"tp": 8}))
         if n > len(self.changes):
             return Proposal(kind="stop", phase="flags", description="script done")
         base = ctx.incumbent_candidate() or Candidate(framework="vllm", parallel={"tp": 8})
         ch = self.changes[n - 1]
         c = base.model_copy(update={"env": {**base.env, **ch.get("env", {})},
                                     "flags": {**base.flags, **ch.get("flags", {})}})
-        return Proposal(kind="config", phase="flags", description=f"step {n}", candidate=c.model_dump(mode="json"))
+        return Proposal(kind="config", phase="flags", description=f"step {n}", candidate=c)
 
 
 def _run(tmp_path, changes, approve="ask", **kw):

@@ -115,6 +115,6 @@ def test_gpu_planner_baseline_is_one_gpu_defaults():
                       measurements=lambda tid: [], incumbent_id=None, frameworks=("transformers",),
                       source_tree=lambda fw: Path("."))
     p = GpuPlanner().propose(ctx)
-    assert p.candidate["framework"] == "transformers" and p.candidate["parallel"]["tp"] == 1
-    assert p.candidate["flags"] == {}
+    assert p.candidate.framework == "transformers" and p.candidate.parallel.tp == 1
+    assert p.candidate.flags == {}
     assert list(GpuPlanner().candidates(ctx, "parallel")) == [] and list(GpuPlanner().candidates(ctx, "precision")) == []

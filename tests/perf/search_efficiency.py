@@ -155,7 +155,7 @@ class ParallelFirst(BuiltinPlanner):
             return fix
         for ph in self.ORDER[self.ORDER.index(phase):]:
             for p in getattr(self, f"_{ph}")(ctx):
-                if p.kind == "moe_tune" or Candidate.model_validate(p.candidate).key() not in tried:
+                if p.kind == "moe_tune" or p.candidate.key() not in tried:
                     return p
         return Proposal(kind="stop", phase=phase, description="every phase is exhausted")
 
@@ -177,7 +177,7 @@ def run_builtin(g: Ground, weights: str, seed: int, threshold: float, variant: b
              "candidate": prop_cand.model_dump(mode="json"), "incumbent_id": inc_id, "proposal": proposal,
              "outcome": "launched" if v is not None else "launch_failed",
              "diagnoses": [] if v is not None else [{"kind": "oom", "message": "launch failed", "evidence": [], "details": {}, "fatal": True}],
-             "reason": "", "status": "done", "numbers": {}, "log_excerpt": "", "patch_id": None}
+             "reason": "", "reason_code": None, "status": "done", "numbers": {}, "log_excerpt": "", "patch_id": None}
         if v is None:
             t["verdict"] = "failed"
         elif inc_v is None or v > inc_v * (1 + NOISE):
@@ -195,7 +195,7 @@ def run_builtin(g: Ground, weights: str, seed: int, threshold: float, variant: b
         p = planner.propose(ctx)
         if p.kind != "config":  # stop (or a MoE tuning run, outside this space): the planner is done
             break
-        prop_cand, phase, kind, desc = p.cand(), p.phase, p.kind, p.description
+        prop_cand, phase, kind, desc = p.candidate, p.phase, p.kind, p.description
         proposal, rationale = p.model_dump(mode="json"), p.rationale
     return {"reached": reached, "launches": len(trials), "best_fraction": best / (threshold / TARGET)}
 

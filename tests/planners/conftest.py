@@ -18,11 +18,12 @@ KEY = "sk-inferloop-test-DO-NOT-LEAK-7f3a9c"
 
 
 def trial(tid, phase, cand: Candidate, verdict, *, kind="config", outcome="launched", reason="", diagnoses=(),
-          log="", fixes=None, description=None):
+          log="", fixes=None, description=None, source="builtin"):
     return {"id": tid, "phase": phase, "kind": kind, "description": description or f"trial {tid}",
             "rationale": "", "candidate": cand.model_dump(mode="json"), "incumbent_id": None,
-            "proposal": {"fixes_trial": fixes, "params": {}}, "status": "done", "outcome": outcome,
-            "verdict": verdict, "reason": reason, "numbers": {"objective": 100.0}, "diagnoses": list(diagnoses),
+            "proposal": {"fixes_trial": fixes, "params": {}, "source": source}, "status": "done", "outcome": outcome,
+            "verdict": verdict, "reason": reason, "reason_code": None, "numbers": {"objective": 100.0},
+            "diagnoses": list(diagnoses),
             "log_excerpt": log, "patch_id": None}
 
 

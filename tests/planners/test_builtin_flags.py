@@ -13,33 +13,36 @@ from tools.models import get_model
 NUMERIC = ("--mem-fraction-static", "--max-running-requests", "--max-prefill-tokens", "--cuda-graph-max-bs")
 
 
-def drive(hw: str, value, planner=None, limit=30, workload=None, framework="sglang") -> list[dict]:
+def drive(hw: str, value, planner=None, limit=30, workload=None, framework="sglang", prose=True,
+          versions=None) -> list[dict]:
     """Run the planner from a TP8 baseline in the flags phase; value(candidate, n) -> tok/s,
-    n = launches so far. Keep rule: better by more than 2%. Returns the trial rows."""
+    n = launches so far. Keep rule: better by more than 2%. Returns the trial rows. prose=False
+    records every rationale as "" (the planner must not need its own prose back)."""
     planner = planner or BuiltinPlanner()
     card, prof = get_model("glm-5.2"), get_hardware(hw)
     cfg = RunConfig(target=Target(model="glm-5.2", hw=hw))
     if workload is not None:
         cfg = cfg.model_copy(update={"measure": cfg.measure.model_copy(update={"workload": workload})})
     trials, inc, inc_v = [], None, None
-    cand, phase, params = Candidate(framework=framework, weights="fp8", parallel=Parallel(tp=8)), "flags", {}
+    cand, phase, params, screen = Candidate(framework=framework, weights="fp8", parallel=Parallel(tp=8)), "flags", {}, None
     while len(trials) < limit:
         v = value(cand, len(trials))
         keep = inc_v is None or v > inc_v * 1.02
         tid = len(trials) + 1
         trials.append({"id": tid, "phase": phase, "kind": "config", "candidate": cand.model_dump(mode="json"),
-                       "incumbent_id": inc, "proposal": {"params": params}, "rationale": rationale if trials else "",
+                       "incumbent_id": inc, "proposal": {"params": params, "screen": screen}, "rationale": rationale if trials and prose else "",
                        "outcome": "launched", "verdict": "kept" if keep else "reverted", "diagnoses": [],
-                       "reason": "", "value": v})
+                       "reason": "", "reason_code": None, "value": v})
         if keep:
             inc, inc_v = tid, v
         meas = {t["id"]: [{"role": "candidate", "data": {"knee_tok_s": t["value"]}}] for t in trials}
         ctx = PlanContext(config=cfg, card=card, hw=prof, trials=trials, measurements=lambda i: meas[i],
-                          incumbent_id=inc, frameworks=(framework,), source_tree=lambda fw: None)
+                          incumbent_id=inc, frameworks=(framework,), source_tree=lambda fw: None,
+                          versions=versions or {})
         p = planner.propose(ctx)
         if p.kind != "config":
             break
-        cand, phase, params, rationale = p.cand(), p.phase, p.params, p.rationale
+        cand, phase, params, rationale, screen = p.candidate, p.phase, p.params, p.rationale, p.screen
     return trials
 
 
@@ -96,3 +99,26 @@ def test_a_default_on_switch_is_screened_off_with_its_no_form():
     assert len(off) == 1  # and never "on", which it is already
     assert "--no-enable-prefix-caching" in get("vllm").flag_args(off[0]["candidate"]["flags"])
     assert not any("--enable-prefix-caching" in t["candidate"]["flags"] for t in drive("h200", flat, framework="vllm"))
+
+
+def test_a_losing_switch_is_screened_at_most_screen_choices_times_counted_from_structured_fields():
+    for prose in (True, False):
+        trials = drive("mi355x", flat, BuiltinPlanner(screen_choices=1), limit=40, prose=prose)
+        screens = [t["proposal"]["screen"] for t in trials if t["proposal"].get("screen")]
+        assert screens, "the flags phase screened nothing"
+        lost = {s for s in screens if not any(t["proposal"].get("screen") == s and t["verdict"] == "kept"
+                                              for t in trials)}
+        assert lost and all(screens.count(s) == 1 for s in lost), (prose, screens)
+
+
+def test_the_planner_searches_only_flags_the_sandboxes_version_has():
+    from tools.frameworks import get, versions
+    old, new = versions("sglang")[0], versions("sglang")[-1]
+    proposed = {}
+    for v in (old, new):
+        trials = drive("mi355x", flat, versions={"sglang": v}, limit=40)
+        flags = {f for t in trials for f in t["candidate"]["flags"]}
+        assert flags and flags <= set(get("sglang", v).flags), (v, flags - set(get("sglang", v).flags))
+        proposed[v] = flags
+    # The two versions' schemas differ where the planner searches: each run tried a flag the other version lacks.
+    assert proposed[old] - set(get("sglang", new).flags), proposed

@@ -33,7 +33,7 @@ def test_tool_calls_read_the_run_then_propose(ctx, tmp_path):
         p, events, _ = planner(srv.base_url, run_dir=tmp_path / "run")
         prop = p.propose(ctx)
     assert prop.kind == "config" and prop.fixes_trial == 2 and prop.phase == "speculative"
-    assert prop.candidate["flags"] == {"--kv-cache-dtype": "fp8_e4m3"}
+    assert prop.candidate.flags == {"--kv-cache-dtype": "fp8_e4m3"}
     assert prop.description.startswith("LLM: ")
     # What the model was shown came back over HTTP: the log, wrapped as untrusted data.
     log_result = tool_results(srv.requests[1])[0]
@@ -57,7 +57,7 @@ def test_malformed_arguments_are_told_back_and_corrected(ctx, tmp_path):
     with ScriptedOpenAI(script) as srv:
         p, events, _ = planner(srv.base_url)
         prop = p.propose(ctx)
-    assert prop.kind == "config" and prop.candidate["flags"] == {"--kv-cache-dtype": "fp8_e4m3"}
+    assert prop.kind == "config" and prop.candidate.flags == {"--kv-cache-dtype": "fp8_e4m3"}
     assert "not a valid JSON object" in tool_results(srv.requests[1])[-1]
     assert "invalid configuration" in tool_results(srv.requests[2])[-1] and "--no-such-flag" in tool_results(srv.requests[2])[-1]
 
@@ -130,7 +130,7 @@ def test_a_model_that_reads_log_and_source_writes_a_patch_proposal(ctx, tmp_path
     assert prop.kind == "patch" and prop.fixes_trial == 2 and prop.patch.fix == "llm"
     assert prop.patch.files == ["python/sglang/srt/models/deepseek_nextn.py"]
     assert '+        "model.layers.78.eh_proj": "model.eh_proj",' in prop.patch.diff
-    assert prop.candidate["flags"]["--speculative-algorithm"] == "NEXTN"  # the failed candidate, to retry
+    assert prop.candidate.flags["--speculative-algorithm"] == "NEXTN"  # the failed candidate, to retry
     assert events[0]["tools"] == ["grep_log", "grep_source", "read_source", "propose_patch"]
     e = events[0]
     assert e["cost_usd"] == round(e["prompt_tokens"] * 2e-6 + e["completion_tokens"] * 8e-6, 6) > 0

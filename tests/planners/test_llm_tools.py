@@ -86,5 +86,5 @@ def test_numbers_the_llm_proposes_land_on_the_human_grid(tmp_path):
     box = ToolBox(make_ctx(tmp_path / "run"), run_dir=tmp_path / "run", secrets=(KEY,))
     p = box.t_propose_config("tune memory", framework="sglang",
                              flags={"--mem-fraction-static": 0.8372033759818311, "--max-prefill-tokens": 21784})
-    assert p.candidate["flags"]["--mem-fraction-static"] == 0.84
-    assert p.candidate["flags"]["--max-prefill-tokens"] == 16384
+    assert p.candidate.flags["--mem-fraction-static"] == 0.84
+    assert p.candidate.flags["--max-prefill-tokens"] == 16384

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import playbook as pbm
+from agent.playbooks import schema as pbm
+from agent.playbooks.adapt import adapt
 from agent.cli import main
 from agent.ledger import Ledger
-from agent.planners.replay import build_candidate
+from agent.playbooks.replay import build_candidate
 from tools.candidate import Candidate
 from tools.hardware import get_hardware
 from tools.models import get_model
@@ -37,11 +38,11 @@ def cli_replay(capsys, model: str, hw: str, run_dir: Path) -> dict:
 def recorded_best(pb: pbm.Playbook) -> dict:
     """The recording run's best configuration: its baseline with every (kept) step applied."""
     card, hw = get_model(pb.source.model), get_hardware(pb.source.hw)
-    a0 = pbm.adapt(pb.steps[0], card, hw)
+    a0 = adapt(pb.steps[0], card, hw)
     c = Candidate(framework=a0.framework, weights=a0.weights, parallel=a0.parallel, flags=a0.flags)
     fixes, tuned = [], False
     for s in pb.steps[1:]:
-        a = pbm.adapt(s, card, hw)
+        a = adapt(s, card, hw)
         c = build_candidate(c, a)
         fixes += [p["fix"] for p in a.patches]
         tuned = tuned or s.kind == "moe_tune"

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import playbook as pbm
-from agent.playbook_adapt import adapt
+from agent.playbooks import schema as pbm
+from agent.playbooks.adapt import adapt
 from tests.playbooks.samples import valid
 from tools.hardware import NAMES as HW, get_hardware
 from tools.models import BUILTIN_NAMES, get_model

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import playbook as pbm
+from agent.playbooks import schema as pbm
 from tests.playbooks.samples import valid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,7 +90,7 @@ def test_shipped_playbooks_validate():
 
 def test_json_valued_flags_load_validate_and_render():
     # vLLM's --speculative-config is a JSON object; a kept step with it must record and replay.
-    from agent.playbook_adapt import render
+    from agent.playbooks.adapt import render
     d = valid()
     d["steps"][1]["flags"] = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": "{mtp_layers*3}"}}
     pb = pbm.parse(d)

@@ -6,8 +6,8 @@ from pathlib import PurePosixPath
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent import playbook as pbm
-from agent.playbook_adapt import render
+from agent.playbooks import schema as pbm
+from agent.playbooks.adapt import render
 from tools import patch as patchtool
 from tests.playbooks.samples import valid
 

@@ -2,8 +2,8 @@
 secrets never reach a playbook."""
 from agent.config import RunConfig, Target
 from agent.ledger import Ledger
-from agent.playbook import dumps, parse
-from agent.playbook_record import from_run
+from agent.playbooks.schema import dumps, parse
+from agent.playbooks.record import from_run
 from agent.records import Result
 
 BASE = {"framework": "sglang", "weights": "bf16", "parallel": {"tp": 8, "dp": 1, "ep": False}, "flags": {},

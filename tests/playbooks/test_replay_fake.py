@@ -4,11 +4,11 @@ import git
 import pytest
 import yaml
 
-from agent import playbook as pbm
+from agent.playbooks import schema as pbm
 from agent.run import start
-from agent.planners.replay import planner_for_run
+from agent.playbooks.replay import planner_for_run
 from agent.replay import replay
-from agent.planners.replay import ReplayPlanner
+from agent.playbooks.replay import ReplayPlanner
 from tests.agent.fakes import FakeSandbox
 from agent.ledger import Ledger
 from tests.agent.conftest import fake_factory, fake_suite

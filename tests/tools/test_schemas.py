@@ -133,14 +133,15 @@ def replayed_candidates(path):
     """(step id, candidate) after every step of a shipped playbook, adapted to the model and node it
     was recorded on and accumulated as a replay builds them (flags, parallelism, framework), flags
     as recorded: each version's translation is applied by the test."""
-    from agent import playbook as pbm
+    from agent.playbooks.adapt import adapt
+    from agent.playbooks.schema import load
     from tools.hardware import get_hardware
     from tools.models import get_model
-    pb = pbm.load(path)
+    pb = load(path)
     card, hw = get_model(pb.source.model), get_hardware(pb.source.hw)
     out, c = [], None
     for step in pb.steps:
-        a = pbm.adapt(step, card, hw)
+        a = adapt(step, card, hw)
         assert a.skip is None, (step.id, a.skip)  # on its own model and node every step applies
         if c is None or (a.framework and a.framework != c.framework):
             c = Candidate(framework=a.framework or c.framework, weights=a.weights or (c.weights if c else "bf16"),

@@ -19,8 +19,8 @@ from typing import Callable
 from agent.planners.base import PatchProposal, PlanContext, Proposal
 from agent.planners import fixes
 from agent.ledger import Ledger
-from agent.playbook import Playbook, StepOutcome, parse
-from agent.playbook_adapt import Adapted, adapt, conditions
+from agent.playbooks.adapt import Adapted, adapt, conditions
+from agent.playbooks.schema import Playbook, StepOutcome, parse
 from tools import frameworks as fwmod
 from tools.candidate import Candidate
 
@@ -126,7 +126,7 @@ class ReplayPlanner:
         c = Candidate(framework=a.framework, weights=a.weights or "bf16",
                       parallel=a.parallel or Candidate(framework=a.framework).parallel,
                       flags={k: v for k, v in a.flags.items() if v is not None}, env=a.env)
-        return Proposal(kind="config", phase="framework", candidate=c.model_dump(mode="json"),
+        return Proposal(kind="config", source="playbook", phase="framework", candidate=c,
                         description=tag(s.id, f"baseline: {c.framework}, {c.weights}, TP{c.parallel.tp}"
                                               f"xDP{c.parallel.dp} (as recorded on {self.pb.source.model})"),
                         rationale="the recorded run's starting point, adapted to this node")
@@ -175,7 +175,7 @@ class ReplayPlanner:
             p = fb._answer_failures(ctx, phase, tried)
             if p is None:
                 p = next((q for q in getattr(fb, f"_{phase}")(ctx)
-                          if q.kind == "moe_tune" or q.cand().key() not in tried), None)
+                          if q.kind == "moe_tune" or q.candidate.key() not in tried), None)
         else:  # another planner: take its proposal when it is for this phase
             p = fb.propose(ctx)
             p = p if p.kind != "stop" and p.phase == phase else None
@@ -203,7 +203,7 @@ class ReplayPlanner:
                 self.note(s.id, "skipped: the incumbent already runs tuned MoE configs")
                 return None, False
             shape = ", ".join(f"{k}={v}" for k, v in a.moe_shape.items())
-            return Proposal(kind="moe_tune", phase=s.phase, candidate=inc.model_dump(mode="json"),
+            return Proposal(kind="moe_tune", source="playbook", phase=s.phase, candidate=inc,
                             description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")),
                             rationale=why()), False
         c = build_candidate(inc, a)
@@ -222,8 +222,8 @@ class ReplayPlanner:
         what = s.description
         if a.patches:
             what = f"{s.description}: first without the patch (the recorded run saw {s.when.after_diagnosis or 'a failure'} here)"
-        return Proposal(kind="config", phase=s.phase, description=tag(s.id, what), rationale=why(),
-                        candidate=c.model_dump(mode="json")), False
+        return Proposal(kind="config", source="playbook", phase=s.phase, description=tag(s.id, what), rationale=why(),
+                        candidate=c), False
 
     def _continue(self, ctx: PlanContext, s, ts: list[dict]) -> tuple[Proposal | None, bool]:
         """A step with trials: its next proposal (the patch), or (None, failed?)."""
@@ -261,11 +261,11 @@ class ReplayPlanner:
         why = f"trial {failed['id']} failed with {patch['after'] or 'a launch failure'}: {fx.why}; {_evidence_text(s)}"
         if pid is not None:
             new = cand.model_copy(update={"patches": [*cand.patches, pid]})
-            return Proposal(kind="config", phase=s.phase, fixes_trial=failed["id"], rationale=why,
-                            description=tag(s.id, f"retry with approved patch {pid}"), candidate=new.model_dump(mode="json"))
-        return Proposal(kind="patch", phase=s.phase, fixes_trial=failed["id"], rationale=why,
+            return Proposal(kind="config", source="playbook", phase=s.phase, fixes_trial=failed["id"], rationale=why,
+                            description=tag(s.id, f"retry with approved patch {pid}"), candidate=new)
+        return Proposal(kind="patch", source="playbook", phase=s.phase, fixes_trial=failed["id"], rationale=why,
                         description=tag(s.id, f"patch {cand.framework}: {fx.title}"),
-                        candidate=cand.model_dump(mode="json"),
+                        candidate=cand,
                         patch=PatchProposal(fix=fx.name, key=fx.key, framework=cand.framework, diff=fx.diff,
                                             files=fx.files, title=fx.title, why=fx.why))
 

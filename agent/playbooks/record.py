@@ -10,6 +10,9 @@ import re
 from pathlib import Path
 from statistics import median
 
+from agent.playbooks.replay import outcomes
+from agent.playbooks.schema import DIAGNOSIS_KINDS, SECRET, SECRET_VALUE, Step, compact, parse
+
 MTP_ALGOS = ("NEXTN", "EAGLE", "EAGLE3", "MTP")
 ROCM_WORDS = re.compile(r"aiter|rocm|hip|hipblas|ck_", re.I)
 STRIP = re.compile(r"^\[playbook s\d+\]\s*")
@@ -40,7 +43,6 @@ def _is_mtp_spec(flags: dict) -> bool:
 
 
 def _patch_t(row: dict, card) -> dict:
-    from agent.playbook import DIAGNOSIS_KINDS
     out = _patch_body(row, card)
     kind = (row.get("diagnosis") or {}).get("kind")
     if kind in DIAGNOSIS_KINDS:
@@ -67,7 +69,6 @@ def _patch_body(row: dict, card) -> dict:
 
 
 def _when(step: dict, card, hw, diag_kind: str | None, all_flags: dict) -> dict:
-    from agent.playbook import DIAGNOSIS_KINDS
     from tools.models import PRECISIONS
     w: dict = {}
     flags = step.get("flags") or {}
@@ -162,7 +163,6 @@ def _merge(old: dict, new: dict) -> dict:
 def _unrecordable(step: dict, ch: dict) -> str | None:
     """Why a kept trial cannot become a step (no change left once run-specific values are
     dropped, or a change the schema refuses, e.g. a literal diff that leaves the tree)."""
-    from agent.playbook import Step
     from pydantic import ValidationError
     if not ch and step["kind"] != "moe_tune":
         return "no change a replay can repeat (only run-specific values changed)"
@@ -176,7 +176,6 @@ def _unrecordable(step: dict, ch: dict) -> str | None:
 def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
     """The run's playbook as plain data (validated against the schema before it is returned)."""
     from agent.config import Target, resolve_target
-    from agent.playbook import SECRET, SECRET_VALUE, compact, parse
     from tools import frameworks
     cfg = led.meta("config") or {}
     objective = cfg.get("objective", "knee")
@@ -250,9 +249,7 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
             "steps": steps, "notes": notes}
     rep = led.meta("replay")
     if rep:
-        from agent.planners.replay import outcomes
-        from agent.playbook import parse as _parse
-        src = _parse(rep["playbook"], "replayed playbook")
+        src = parse(rep["playbook"], "replayed playbook")
         data["replayed_from"] = rep.get("name") or src.name
         data["carried"] = outcomes(src, led.trials(), card, hw, rep.get("frameworks"), led.events())
     return compact(parse(data, "recorded playbook"))
@@ -264,8 +261,6 @@ def carried_markdown(led) -> str:
     if not rep:
         return ""
     from agent.config import Target, resolve_target
-    from agent.planners.replay import outcomes
-    from agent.playbook import parse
     src = parse(rep["playbook"], "replayed playbook")
     card, hw = resolve_target(Target.model_validate((led.meta("config") or {}).get("target")))
     kinds = {s.id: (s.kind, s.description) for s in src.steps}

@@ -375,9 +375,3 @@ def json_schema() -> dict:
     s["title"] = "inferloop playbook"
     return s
 
-
-from agent.playbook_adapt import Adapted, adapt, render, template_vars  # noqa: E402
-from agent.playbook_record import carried_markdown, from_run  # noqa: E402
-
-__all__ = ["Playbook", "Step", "PlaybookError", "load", "loads", "parse", "dumps", "json_schema",
-           "adapt", "Adapted", "render", "template_vars", "from_run", "carried_markdown", "compact"]

@@ -1,14 +1,14 @@
 """Adapting a playbook step to a new model card and hardware: check its conditions, render its
-templates. Pure functions; the replay planner (agent/planners/replay.py) calls them."""
+templates. Pure functions; the replay planner (agent/playbooks/replay.py) calls them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.playbooks.schema import CARD_VARS, TEMPLATE
 from tools.candidate import Parallel
 
 
 def template_vars(card, hw) -> dict[str, int]:
-    from agent.playbook import CARD_VARS
     out = {k: int(getattr(card, k, 0) or 0) for k in CARD_VARS}
     out["gpus_per_node"] = int(getattr(hw, "gpus_per_node", 1) or 1)
     return out
@@ -17,7 +17,6 @@ def template_vars(card, hw) -> dict[str, int]:
 def render(value, vars: dict[str, int]):
     """`{name}` / `{name//k}` / `{name*k}` / `{name+k}` / `{name-k}` -> the number (a string that is
     exactly one placeholder becomes an int); anything else passes through. No eval, ever."""
-    from agent.playbook import TEMPLATE
     if isinstance(value, dict):  # JSON-valued flags (vLLM's --speculative-config)
         return {k: render(v, vars) for k, v in value.items()}
     if isinstance(value, list):
@@ -48,7 +47,7 @@ def render(value, vars: dict[str, int]):
 @dataclass
 class Adapted:
     """A step made concrete for one model and node, or the reason it does not apply."""
-    step: object  # agent.playbook.Step
+    step: object  # agent.playbooks.schema.Step
     skip: str | None = None
     framework: str | None = None
     weights: str | None = None
