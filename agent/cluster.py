@@ -82,8 +82,8 @@ class RayExecutor:
 
 
 def drive(rt, *, ask=None, executor=None, ground_module: str | None = None) -> dict:
-    """Run (or go on with) a run whose config asks for several workers; agent.run.summary's dict."""
-    from agent import run as runlib
+    """Run (or go on with) a run whose config asks for several workers; agent.report.run_summary's dict."""
+    from agent.report import run_summary
     ex = executor or RayExecutor(rt.config.workers, rt.config.cluster)
     try:
         workers = rt.config.workers if executor is not None else min(rt.config.workers, ex.nodes)
@@ -94,11 +94,11 @@ def drive(rt, *, ask=None, executor=None, ground_module: str | None = None) -> d
         if executor is None:
             ex.close()
     if "waiting" in out:
-        res = runlib.summary(rt, "waiting_for_review")
+        res = run_summary(rt, "waiting_for_review")
         pid = out["waiting"]
         res["waiting"] = {"patch": pid, "how": [f"agent approvals {rt.run_dir}", f"agent approve {rt.run_dir} {pid}",
                                                 f"agent reject {rt.run_dir} {pid} --reason '...'",
                                                 f"agent resume {rt.run_dir}"]}
         rt.progress(f"waiting for review of patch {pid}: " + "; ".join(res["waiting"]["how"][1:]))
         return res
-    return runlib.summary(rt, rt.ledger.meta("status") or "done")
+    return run_summary(rt, rt.ledger.meta("status") or "done")

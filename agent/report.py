@@ -8,7 +8,6 @@ import math
 import shlex
 from pathlib import Path
 
-import yaml
 
 from agent.decide import OBJECTIVE_LABEL, objective_value
 from agent.ledger import Ledger
@@ -256,3 +255,16 @@ def baseline_failure(led: Ledger) -> str:
     return (f"Baseline trial {t['id']}: {t['reason'] or t['verdict']}"
             + (f"\ndiagnosis {d['kind']}: {d['message']}" if d else "")
             + (f"\nlog:\n{tail}" if tail else ""))
+
+
+def run_summary(rt, status: str) -> dict:
+    """What `agent optimize --json` prints for a run in `status` (rt: agent.nodes.Runtime)."""
+    try:  # result.json is an output, rebuilt from the ledger when it is missing or damaged
+        res = json.loads((rt.run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        res = result(rt.ledger, rt.run_dir)
+    skipped = [{"patch": p["id"], "fix": p["fix"], "reason": p["reason"]} for p in rt.ledger.patches()
+               if p["status"] in ("skipped", "rejected")]
+    return {"status": status, "run_dir": str(rt.run_dir), "best": res.get("best"),
+            "trials": len(res.get("trials", [])), "stop_reason": res.get("stop_reason"),
+            "patches_not_applied": skipped}

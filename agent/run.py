@@ -8,7 +8,6 @@ takes the same (cfg, card, hw) as a registered ground's opener.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -17,11 +16,13 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from agent import graph as graphmod
-from agent import nodes, report, run_lock
+from agent import nodes, run_lock
 from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
 from agent.records import FINAL
+from agent.report import run_summary as summary
+from agent.suite import default_suite
 from agent.review import ask_on_terminal
 from sandboxes import registry
 
@@ -32,20 +33,6 @@ Ask = Callable[[dict], "dict | None"]  # a pending patch -> {"status", "by", "re
 def default_sandbox(cfg: RunConfig, card, hw):
     """The run's ground, opened by name through the registry (the agent never imports a ground)."""
     return registry.open_sandbox(cfg.backend, cfg, card, hw, framework=cfg.framework)
-
-
-def default_suite(cfg: RunConfig, card, hw, sandbox):
-    """The eval tasks for this run (tools.evals), narrowed to measure.eval_tasks when given."""
-    from tools.evals import suite_for  # the evals package names its default tasks
-    suite = suite_for(cfg, card, hw)
-    want = cfg.measure.eval_tasks
-    if want is not None:
-        have = [t.name for t in suite.tasks]
-        bad = [w for w in want if w not in have]
-        if bad or not want:
-            raise BadInput(f"measure.eval_tasks {want!r}: allowed here: {', '.join(have)}")
-        suite.tasks = [t for t in suite.tasks if t.name in want]
-    return suite
 
 
 def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFactory | None = None,
@@ -206,15 +193,3 @@ def drive(rt: nodes.Runtime, inp, *, graph=None, ask: Ask | None = None) -> dict
             rt.ledger.decide_patch(pid, answer["status"], by=answer["by"], reason=answer.get("reason", ""))
         rt.ledger.set_status("running")
         inp = Command(resume=True)
-
-
-def summary(rt: nodes.Runtime, status: str) -> dict:
-    try:  # result.json is an output, rebuilt from the ledger when it is missing or damaged
-        res = json.loads((rt.run_dir / "result.json").read_text())
-    except (OSError, ValueError):
-        res = report.result(rt.ledger, rt.run_dir)
-    skipped = [{"patch": p["id"], "fix": p["fix"], "reason": p["reason"]} for p in rt.ledger.patches()
-               if p["status"] in ("skipped", "rejected")]
-    return {"status": status, "run_dir": str(rt.run_dir), "best": res.get("best"),
-            "trials": len(res.get("trials", [])), "stop_reason": res.get("stop_reason"),
-            "patches_not_applied": skipped}

@@ -51,12 +51,12 @@ def _open(task: Task):
 
 
 def _suite(cfg, card, hw, sandbox, work: Path):
-    from agent import run as runlib
+    from agent.suite import default_suite
     from sandboxes import registry
     ground = registry.get(cfg.backend, cfg.framework)
     if ground.suite is not None and cfg.measure.harness != "lm-eval":
         return ground.suite(cfg, work)
-    return runlib.default_suite(cfg, card, hw, sandbox)
+    return default_suite(cfg, card, hw, sandbox)
 
 
 def _sync(sandbox, c, patches: dict, work: Path) -> None:
