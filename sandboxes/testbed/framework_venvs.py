@@ -38,8 +38,10 @@ def _site_packages(venv: Path) -> Path:
     return Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
 
 
-def make_overlay(base: Path, name: str, run, say) -> Path:
-    """A venv at base/name that sees the vLLM venv's packages behind its own. Returns its python."""
+def make_overlay(base: Path, name: str, say):
+    """A venv at base/name that sees the vLLM venv's packages behind its own.
+    Returns (its python, the step's log, build's command runner)."""
+    from sandboxes.testbed.build import BuildError, _run as run  # build imports this module
     venv = base / name
     py = venv / "bin" / "python"
     log = base / "logs" / f"{name}.log"
@@ -47,32 +49,20 @@ def make_overlay(base: Path, name: str, run, say) -> Path:
         run([sys.executable, "-m", "venv", str(venv)], log, say)
     shared = _site_packages(base / "venv")
     if not shared.is_dir():
-        raise FileNotFoundError(f"{shared} does not exist: build the venv step first")
+        raise BuildError(f"{shared} does not exist: build the venv step first")
     (_site_packages(venv) / "_inferloop_shared_vllm_venv.pth").write_text(f"{shared}\n")
-    return py
+    return py, log, run
 
 
 def step_tf_venv(base: Path, say) -> None:
-    from sandboxes.testbed.build import BuildError, _run
-
-    try:
-        py = make_overlay(base, "tf-venv", _run, say)
-    except FileNotFoundError as e:
-        raise BuildError(str(e)) from None
-    log = base / "logs" / "tf-venv.log"
+    py, log, _run = make_overlay(base, "tf-venv", say)
     _run([str(py), "-m", "pip", "install", "--disable-pip-version-check", *TF_EXTRA], log, say)
     _run([str(py), "-c", "import accelerate, transformers.cli.serve, torch; "
                          "print('transformers serve', accelerate.__version__, torch.__version__)"], log, say)
 
 
 def step_sglang_venv(base: Path, say) -> None:
-    from sandboxes.testbed.build import BuildError, _run
-
-    try:
-        py = make_overlay(base, "sglang-venv", _run, say)
-    except FileNotFoundError as e:
-        raise BuildError(str(e)) from None
-    log = base / "logs" / "sglang-venv.log"
+    py, log, _run = make_overlay(base, "sglang-venv", say)
     pip = [str(py), "-m", "pip", "install", "--disable-pip-version-check"]
     _run(pip + ["--no-deps", SGLANG_PIN], log, say)
     # keep the shared torch and transformers: an upgrade would shadow them with a CUDA torch
