@@ -87,14 +87,17 @@ def open_tree(tree: Path) -> git.Repo:
     as if they were the pristine source; the caller then redoes the operation. Any other dirt is
     someone's own edit and is committed first, as always. A git killed while holding index.lock
     leaves the lock behind; one agent works a run (agent/run_lock.py), so no git of ours runs
-    now and the lock is stale."""
+    now and the lock is stale. That holds for a `git init` killed half-way too: it leaves a .git
+    that is not yet a repo, holding config.lock, and re-running init over it would fail on it."""
     tree = Path(tree)
     try:
         repo = git.Repo(tree)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        (tree / ".git" / "config.lock").unlink(missing_ok=True)
         repo = git.Repo.init(tree)
     gitdir = Path(repo.git_dir)
-    for lock in [gitdir / "index.lock", gitdir / "HEAD.lock", *gitdir.glob("refs/heads/*.lock")]:
+    for lock in [gitdir / "index.lock", gitdir / "HEAD.lock", gitdir / "config.lock",
+                 *gitdir.glob("refs/heads/*.lock")]:
         lock.unlink(missing_ok=True)
     if (gitdir / JOURNAL).is_file() and repo.head.is_valid():
         repo.git.reset("--hard", "-q", "HEAD")

@@ -55,3 +55,20 @@ def test_a_user_tree_with_local_changes_is_still_snapshotted_first(tmp_path):
     (t / "src" / "mine.py").write_text("user work")
     P.open_tree(t)
     assert _snapshots(t) == 1 and (t / "src" / "mine.py").read_text() == "user work"
+
+
+def test_killed_during_git_init(tmp_path):
+    """From-scratch CI met this: the kill landed inside the first `git init` of the run's source
+    tree, and the resume failed on the config.lock it left ('could not lock config file')."""
+    for keep in ([], ["HEAD", "objects", "refs"]):  # killed before, or after, git wrote HEAD
+        t = mk_tree(tmp_path / str(len(keep)))
+        subprocess.run(["git", "init", "-q"], cwd=t, check=True)
+        for p in (t / ".git").iterdir():
+            if p.name not in keep:
+                subprocess.run(["rm", "-rf", str(p)], check=True)
+        (t / ".git" / "config.lock").write_text("")
+        d = udiff(t, "src/a.py", "x = 1\ny = 3\n")
+        P.sync(t, [("p1", d, "set y")])
+        assert list(P.applied(t)) == ["p1"] and _snapshots(t) == 1
+        P.sync(t, [])
+        assert (t / "src" / "a.py").read_text() == "x = 1\ny = 2\n"
