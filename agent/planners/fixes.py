@@ -95,8 +95,10 @@ def rocm_guard_patch(tree: Path, rel: str, line_no: int | None, header: str) -> 
     src = p.read_text()
     lines = src.splitlines(True)
     inc = re.compile(rf'^\s*#\s*include\s*[<"]{re.escape(header)}[>"]')
-    idx = [i for i, ln in enumerate(lines) if inc.match(ln)]
-    if line_no is not None and 0 < line_no <= len(lines) and inc.match(lines[line_no - 1]):
+    def guarded(i: int) -> bool:  # already in the #else of a USE_ROCM guard (fixed here, or upstream)
+        return i >= 2 and lines[i - 1].strip() == "#else" and hip in lines[i - 2]
+    idx = [i for i, ln in enumerate(lines) if inc.match(ln) and not guarded(i)]
+    if line_no is not None and 0 < line_no <= len(lines) and inc.match(lines[line_no - 1]) and not guarded(line_no - 1):
         idx = [line_no - 1]
     if not idx:
         return None

@@ -3,9 +3,20 @@ model card and node, and hands over to the built-in planner for the phase of a s
 and once the steps are done.
 
 Every step is re-verified by the normal loop (launch, measure, keep/revert in agent/decide.py).
-A patch step whose recorded run saw a Diagnosis first is replayed the same way: its configuration
-is launched without the patch; only if that launch fails with the same diagnosis is the patch
-re-rendered against this run's source tree (fix catalogue + parameters) and sent to review.
+What the recording saw is evidence for the model and node it was recorded on, and only there:
+- On the playbook's own model and node, a patch step whose recorded run saw a Diagnosis is
+  proposed with its patch at once when the patch re-renders against this run's tree (the fix
+  templates read the tree and render only where the defect they fix is still there): the
+  recording already watched that configuration fail on this very model and node, and a launch
+  that re-watches it costs an 8-GPU node many minutes. A patch that does not render is replayed
+  the cautious way, below.
+- On another model or node, the configuration is launched without the patch first; only if that
+  launch fails with the same diagnosis is the patch re-rendered (fix catalogue + parameters) and
+  sent to review. And the framework choice is re-checked first: which framework serves a model
+  best depends on the model and the node (on MI355X, ATOM is far ahead of sglang for DeepSeek in
+  the public figures while sglang leads for GLM-5.2), so the built-in planner's framework phase
+  runs right after the baseline, before the steps; a step for another framework then either wins
+  its measurement or hands its phase over, as any step does.
 
 Like every planner it keeps no state: where the replay stands is read from the ledger's trials,
 whose descriptions carry the step id (`[playbook s03] ...`), so a resumed replay plans exactly as
@@ -107,6 +118,15 @@ class ReplayPlanner:
     def propose(self, ctx: PlanContext) -> Proposal:
         if not ctx.trials:
             return self._baseline(ctx)
+        if not self._recorded_here(ctx) and not any(step_of(t) not in (None, self._baseline_id()) for t in ctx.trials):
+            p = self.handover(ctx, "framework")
+            if p is not None:
+                src = self.pb.source
+                where = f"was recorded on {src.model} / {src.hw}" if src.model and src.hw else "does not say where it was recorded"
+                p.rationale = (f"the playbook {where}; framework rankings depend on the model and node, so they are "
+                               f"re-checked here before its steps: "
+                               f"{p.rationale.split('built-in planner: ', 1)[-1]}")
+                return p
         p, handover = self._walk(ctx)
         if p is not None:
             return p
@@ -114,6 +134,13 @@ class ReplayPlanner:
         if handover is None and fb.kind != "stop":
             fb.rationale = f"playbook steps done; built-in planner continues: {fb.rationale}"
         return fb
+
+    def _recorded_here(self, ctx: PlanContext) -> bool:
+        """Is this the model and node the playbook was recorded on?"""
+        return (ctx.card.name, ctx.hw.name) == (self.pb.source.model, self.pb.source.hw)
+
+    def _baseline_id(self) -> str | None:
+        return self.pb.steps[0].id if self.pb.steps and self.pb.steps[0].baseline else None
 
     # ---- steps -------------------------------------------------------------------------
     def _baseline(self, ctx: PlanContext) -> Proposal:
@@ -192,6 +219,10 @@ class ReplayPlanner:
         if inc is None:
             self.note(s.id, "skipped: there is no incumbent configuration to change")
             return None, False
+        lost = self._refines_uncarried(s, a, inc)
+        if lost:
+            self.note(s.id, f"skipped: {lost}")
+            return None, False
         def why() -> str:  # after build_candidate, whose renamed flags (issue 14) are notes too
             return f"{s.description}; {_evidence_text(s)}" + (f"; adapted: {', '.join(a.notes)}" if a.notes else "")
         if s.kind == "moe_tune":
@@ -220,10 +251,28 @@ class ReplayPlanner:
             self.note(s.id, f"failed: {c.framework} does not accept it: {e}")
             return None, True
         what = s.description
+        if a.patches and self._recorded_here(ctx):
+            p = self._patch(ctx, s, a.patches[0], c, None)
+            if p is not None:
+                return p, False
         if a.patches:
             what = f"{s.description}: first without the patch (the recorded run saw {s.when.after_diagnosis or 'a failure'} here)"
         return Proposal(kind="config", source="playbook", phase=s.phase, description=tag(s.id, what), rationale=why(),
                         candidate=c), False
+
+    def _refines_uncarried(self, s, a: Adapted, inc: Candidate) -> str | None:
+        """Why a step is moot here: every flag it sets was introduced by an earlier step and is not in
+        the incumbent, so that step did not carry over (e.g. a deeper MTP draft after MTP itself was
+        reverted). Without the flags it refines, the step cannot change what the server does."""
+        keys = [k for k, v in a.flags.items() if v is not None]
+        if not keys or a.framework or a.weights or a.parallel is not None or any(k in inc.flags for k in keys):
+            return None
+        earlier = self.pb.steps[:self.pb.steps.index(s)]
+        src = {k: next((e.id for e in earlier if k in e.flags), None) for k in keys}
+        if None in src.values():
+            return None
+        return (f"it refines {', '.join(sorted(set(src.values())))} ({', '.join(keys)}), which did not carry over, "
+                f"and without it these flags change nothing")
 
     def _continue(self, ctx: PlanContext, s, ts: list[dict]) -> tuple[Proposal | None, bool]:
         """A step with trials: its next proposal (the patch), or (None, failed?)."""
@@ -239,31 +288,41 @@ class ReplayPlanner:
             kinds = _fatal_kinds(last)
             todo = [p for p in a.patches if p["fix"] not in have and (p["after"] is None or p["after"] in kinds)]
             if todo:
-                p = self._patch(ctx, s, todo[0], last)
+                p = self._patch(ctx, s, todo[0], Candidate.model_validate(last["candidate"]), last)
                 return p, p is None
         return None, True
 
-    def _patch(self, ctx: PlanContext, s, patch: dict, failed: dict) -> Proposal | None:
-        cand = Candidate.model_validate(failed["candidate"])
+    def _patch(self, ctx: PlanContext, s, patch: dict, cand: Candidate, failed: dict | None) -> Proposal | None:
+        """The step's patch on `cand`: the answer to the `failed` trial, or (failed None: the
+        playbook's own model and node) proposed up front; None when it does not render."""
         try:
             tree = ctx.source_tree(cand.framework)
         except Exception as e:  # noqa: BLE001
-            self.note(s.id, f"failed: no {cand.framework} source tree to patch ({e})")
+            if failed is not None:
+                self.note(s.id, f"failed: no {cand.framework} source tree to patch ({e})")
             return None
-        fx = render_patch(patch, tree, failed)
+        fx = render_patch(patch, tree, failed or {})
         if fx is None:
-            self.note(s.id, f"failed: the {patch['fix']} patch does not render against this {cand.framework} tree")
+            if failed is not None:
+                self.note(s.id, f"failed: the {patch['fix']} patch does not render against this {cand.framework} tree")
             return None
         if fx.name in ctx.rejected or fx.key in ctx.rejected:
-            self.note(s.id, f"failed: {fx.name} was rejected in this run")
+            if failed is not None:
+                self.note(s.id, f"failed: {fx.name} was rejected in this run")
             return None
         pid = ctx.approved.get(fx.key)
-        why = f"trial {failed['id']} failed with {patch['after'] or 'a launch failure'}: {fx.why}; {_evidence_text(s)}"
+        if failed is not None:
+            why = f"trial {failed['id']} failed with {patch['after'] or 'a launch failure'}: {fx.why}; {_evidence_text(s)}"
+        else:
+            why = (f"the recorded run saw {patch['after'] or 'a launch failure'} on this model and node without it, "
+                   f"and the defect it fixes is in this tree: {fx.why}; {_evidence_text(s)}")
+        fixes_trial = failed["id"] if failed is not None else None
         if pid is not None:
             new = cand.model_copy(update={"patches": [*cand.patches, pid]})
-            return Proposal(kind="config", source="playbook", phase=s.phase, fixes_trial=failed["id"], rationale=why,
-                            description=tag(s.id, f"retry with approved patch {pid}"), candidate=new)
-        return Proposal(kind="patch", source="playbook", phase=s.phase, fixes_trial=failed["id"], rationale=why,
+            return Proposal(kind="config", source="playbook", phase=s.phase, fixes_trial=fixes_trial, rationale=why,
+                            description=tag(s.id, f"{s.description}, with approved patch {pid}" if failed is None
+                                            else f"retry with approved patch {pid}"), candidate=new)
+        return Proposal(kind="patch", source="playbook", phase=s.phase, fixes_trial=fixes_trial, rationale=why,
                         description=tag(s.id, f"patch {cand.framework}: {fx.title}"),
                         candidate=cand,
                         patch=PatchProposal(fix=fx.name, key=fx.key, framework=cand.framework, diff=fx.diff,

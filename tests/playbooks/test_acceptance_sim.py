@@ -10,7 +10,9 @@ from agent.playbooks import schema as pbm
 from agent.playbooks.adapt import adapt
 from agent.cli import main
 from agent.ledger import Ledger
-from agent.playbooks.replay import build_candidate
+from agent.config import RunConfig, Target
+from agent.playbooks.replay import build_candidate, render_patch, step_of
+from agent.run import default_sandbox
 from tools.candidate import Candidate
 from tools.hardware import get_hardware
 from tools.models import get_model
@@ -62,8 +64,10 @@ def same_flags(a: dict, b: dict) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 15: on the fitted sim the re-recorded GLM run took 29 trials and its "
-                   "replay 10 launches (a third is 9.7): each patch step launches stock first; open on issue 15")
+@pytest.mark.xfail(strict=True, reason="issue 15: on the fitted sim MTP barely moves GLM's 20k/1k knee (measured "
+                   "-0.5% to -11.4% over seeds 0-5; kept by the pareto rule for its 2.7x single stream only within 3 noise "
+                   "bands); with the default seed 0 it measured -6.1% and was reverted, and the steps tuned on top of it "
+                   "with it (2389 vs 3187 tok/s, 7 launches). Seeds 2-5 reach the recorded best in 8 launches (29/3 = 9.7)")
 def test_glm_replay_reaches_the_same_best_in_a_third_of_the_trials(shipped, tmp_path, capsys):
     out = cli_replay(capsys, "glm-5.2", "mi355x", tmp_path / "r")
     assert out["status"] == "done"
@@ -82,31 +86,35 @@ def test_glm_replay_reaches_the_same_best_in_a_third_of_the_trials(shipped, tmp_
 
 
 @pytest.mark.slow
-def test_deepseek_replay_adapts_the_mtp_patch_to_layer_61(shipped, tmp_path, capsys):
+def test_deepseek_replay_rechecks_the_framework_and_adapts_the_mtp_patch_to_layer_61(shipped, tmp_path, capsys):
     out = cli_replay(capsys, "deepseek-v3", "mi355x", tmp_path / "r")
     assert out["status"] == "done"
-    led = Ledger(tmp_path / "r")
-    mtp = [p for p in led.patches() if p["fix"] == "mtp_prefix_alias"]
-    assert len(mtp) == 1 and mtp[0]["status"] == "approved"
-    for m in ("eh_proj", "enorm", "hnorm", "shared_head"):
-        assert f'+            "model.layers.61.{m}": "model.{m}",' in mtp[0]["diff"]
-    assert "layers.78" not in mtp[0]["diff"]
+    ts = Ledger(tmp_path / "r").trials()
+    # Another model: the framework comparison runs right after the baseline, before any step.
+    n = next(i for i, t in enumerate(ts[1:], 1) if t["phase"] != "framework")
+    assert n > 1 and all(step_of(t) is None and "re-checked here" in t["rationale"] for t in ts[1:n])
+    # The MTP step's patch, adapted to DeepSeek (layer 61) and rendered against this backend's sglang tree.
     step = next(s for s in shipped.steps if any(p.fix == "mtp_prefix_alias" for p in s.patches))
+    card, hw = get_model("deepseek-v3"), get_hardware("mi355x")
+    p = next(p for p in adapt(step, card, hw).patches if p["fix"] == "mtp_prefix_alias")
+    tree = default_sandbox(RunConfig(target=Target(model="deepseek-v3", hw="mi355x")), card, hw).source_tree(
+        "sglang", tmp_path / "tree")
+    diff = render_patch(p, tree, {}).diff
+    for m in ("eh_proj", "enorm", "hnorm", "shared_head"):
+        assert f'+            "model.layers.61.{m}": "model.{m}",' in diff
+    assert "layers.78" not in diff
+    # On the fitted sim ATOM serves DeepSeek best, and the step's sglang flags do not exist there:
+    # the step hands its phase to the built-in planner, which measures ATOM's own MTP.
     outcome = next(o for o in out["steps"] if o["step"] == step.id)
-    # The adapted patch is what this test is about: it must let the MTP server start and be measured.
-    # Whether MTP then pays off is the measurement's call (on the fitted sim it costs DeepSeek's knee
-    # at 20k/1k, so the keep rule reverts it); a launch failure would show as "failed" here.
-    assert outcome["outcome"] in ("carried", "reverted"), outcome
-    trial = next(t for t in led.trials() if "mtp_prefix_alias" in " ".join(t["candidate"].get("patches") or []))
-    assert trial["status"] == "done" and led.measurements(trial["id"]), trial
-    if outcome["outcome"] == "carried":
-        assert "mtp_prefix_alias" in best_of(out)["fixes"]
+    if out["best"]["framework"] == "sglang":  # the re-check kept sglang: the patched MTP server must run
+        assert outcome["outcome"] in ("carried", "reverted"), outcome
+    else:
+        assert outcome["outcome"] == "failed" and "handed over" in outcome["reason"], outcome
+        spec = [t for t in ts if t["phase"] == "speculative" and step_of(t) is None and t["outcome"] == "launched"]
+        assert spec and all(t["candidate"]["framework"] == out["best"]["framework"] for t in spec)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 15: on the fitted sim ATOM is far faster than sglang for DeepSeek on "
-                   "MI355X (full optimize 2028 tok/s on ATOM); a sglang playbook's replay never reopens the framework "
-                   "(1317); open on issue 15")
 def test_deepseek_replay_reaches_90pct_of_a_full_optimize_in_fewer_trials(tmp_path, capsys, shipped):
     out = cli_replay(capsys, "deepseek-v3", "mi355x", tmp_path / "r")
     try:

@@ -1,5 +1,8 @@
 """Replay through the real loop on the fake ground: same best in a third of the trials, the MTP
 patch re-rendered for DeepSeek's layer 61, ROCm/MTP steps skipped with reasons on NVIDIA."""
+import subprocess
+from pathlib import Path
+
 import git
 import pytest
 import yaml
@@ -42,6 +45,42 @@ def test_replay_same_model_same_best_in_a_third_of_the_trials(recorded, tmp_path
     assert new.replayed_from == "glm-5.2-mi355x" and [c.step for c in new.carried] == [s.id for s in pbm.load(recorded.playbook).steps]
     md = (tmp_path / "r" / "report.md").read_text()
     assert "## Playbook replay" in md and "carried over with the patch re-rendered" in md
+    # On the model and node it was recorded on, a patch whose defect is still in the tree goes in with
+    # its step at once: no launch re-watches the failure the recording already saw here.
+    trials = Ledger(tmp_path / "r").trials()
+    assert not [t["id"] for t in trials if t["outcome"] == "launch_failed"]
+    patched = [t for t in trials if t["kind"] == "patch"]
+    assert len(patched) == 2 and all(t["proposal"]["fixes_trial"] is None and "defect it fixes is in this tree"
+                                     in t["rationale"] for t in patched)
+
+
+def test_a_defect_fixed_upstream_is_not_patched_again(recorded, tmp_path):
+    """The same replay on a tree where both defects are already fixed (the fix templates then do not
+    render): each patch step launches without its patch and carries over without it."""
+    from agent.planners import fixes
+
+    class FixedUpstream(FakeSandbox):
+        def source_tree(self, framework, run_dir):
+            fresh = not (Path(run_dir) / "src" / framework).exists()
+            t = super().source_tree(framework, run_dir)
+            if fresh:
+                for fx in (fixes.mtp_prefix_patch(t, self.card.num_hidden_layers),
+                           fixes.rocm_guard_patch(t, "sgl-kernel/csrc/spec/multi_step_metadata.cuh", None, "cuda_runtime.h")):
+                    subprocess.run(["git", "apply"], cwd=t, input=fx.diff, text=True, check=True)
+                r = git.Repo(t)
+                r.git.add("-A")
+                r.git.commit("-m", "upstream fix", env={"GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x",
+                                                        "GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x"})
+            return t
+
+    rd = tmp_path / "r"
+    out = replay(recorded.playbook, config(), rd, sandbox_factory=lambda cfg, card, hw: FixedUpstream(card, hw),
+                 suite_factory=fake_suite)
+    assert out["status"] == "done" and not Ledger(rd).patches()
+    pb = pbm.load(recorded.playbook)
+    by = {o["step"]: o for o in out["steps"]}
+    for s in (s for s in pb.steps if s.patches):
+        assert by[s.id]["outcome"] == "carried" and "without the patch" in by[s.id]["reason"], by[s.id]
 
 
 def test_replay_on_deepseek_adapts_the_mtp_patch_to_layer_61(recorded, tmp_path):
@@ -119,9 +158,14 @@ def test_a_replay_waiting_for_review_resumes_as_a_replay(recorded, tmp_path):
         led.decide_patch(out["waiting"]["patch"], "approved", by="human:test")
     assert out["status"] == "done"
     trials = led.trials()
-    assert all(t["description"].startswith("[playbook s") for t in trials), [t["description"] for t in trials]
+    # A new model: the framework comparison runs right after the baseline, then only playbook steps.
+    assert [t["phase"] for t in trials[1:3]] == ["framework"] * 2 and "re-checked here" in trials[1]["rationale"]
+    assert all(t["description"].startswith("[playbook s") for t in trials[:1] + trials[3:]), [t["description"] for t in trials]
     assert len({t["candidate"] and repr(t["candidate"]) for t in trials}) == len(trials)  # nothing measured twice
-    assert led.launched_count() > before and {o["outcome"] for o in out["steps"]} == {"carried"}
+    assert led.launched_count() > before
+    # The recorded framework step found its framework already chosen by the re-check; the rest carried.
+    fw_step = next(s.id for s in pbm.load(recorded.playbook).steps if s.kind == "framework" and not s.baseline)
+    assert {o["step"]: o["outcome"] for o in out["steps"] if o["outcome"] != "carried"} == {fw_step: "skipped"}
     assert isinstance(planner_for_run(rd), ReplayPlanner) and planner_for_run(recorded.run_dir) is None
 
 
@@ -149,7 +193,7 @@ def test_a_literal_diff_through_a_symlink_in_the_new_tree_is_refused_before_anyt
 
 
 def test_a_step_this_framework_cannot_express_hands_its_phase_to_the_builtin_planner(tmp_path):
-    pb = pbm.parse({"version": 1, "name": "hand-made", "steps": [
+    pb = pbm.parse({"version": 1, "name": "hand-made", "source": {"model": "glm-5.2", "hw": "mi355x"}, "steps": [
         {"id": "s01", "kind": "framework", "phase": "framework", "baseline": True, "framework": "sglang",
          "weights": "mxfp4", "parallel": {"tp": "{gpus_per_node}", "dp": 1}},
         {"id": "s02", "kind": "flags", "phase": "speculative", "flags": {"--method": "mtp", "--num-speculative-tokens": 3},
@@ -182,3 +226,25 @@ def test_agent_resume_of_a_replay_keeps_replaying(recorded, tmp_path):
     first = [t for t in trials if t["phase"] in ("framework", "precision")]
     assert first and all(t["description"].startswith("[playbook s") for t in first)
     assert any(t["description"].startswith("[playbook s") and t["phase"] in ("parallel", "moe") for t in trials)
+
+
+def test_a_step_that_only_refines_a_step_which_did_not_carry_is_skipped():
+    """A deeper MTP draft is moot once MTP itself was reverted: its flags change nothing alone."""
+    from agent.playbooks.adapt import adapt
+    from tools.candidate import Candidate
+    from tools.hardware import get_hardware
+    from tools.models import get_model
+    pb = pbm.parse({"version": 1, "name": "hand-made", "steps": [
+        {"id": "s01", "kind": "framework", "phase": "framework", "baseline": True, "framework": "sglang"},
+        {"id": "s02", "kind": "flags", "phase": "speculative",
+         "flags": {"--speculative-algorithm": "NEXTN", "--speculative-num-steps": 3}},
+        {"id": "s03", "kind": "flags", "phase": "speculative", "flags": {"--speculative-num-steps": 5}},
+        {"id": "s04", "kind": "flags", "phase": "flags", "flags": {"--max-running-requests": 64}}]})
+    card, hw = get_model("glm-5.2"), get_hardware("mi355x")
+    rp = ReplayPlanner(pb)
+    s03, s04 = pb.steps[2], pb.steps[3]
+    stock = Candidate(framework="sglang")
+    assert "refines s02 (--speculative-num-steps)" in rp._refines_uncarried(s03, adapt(s03, card, hw), stock)
+    mtp = stock.model_copy(update={"flags": {"--speculative-algorithm": "NEXTN", "--speculative-num-steps": 3}})
+    assert rp._refines_uncarried(s03, adapt(s03, card, hw), mtp) is None  # s02 carried: s03 is a real change
+    assert rp._refines_uncarried(s04, adapt(s04, card, hw), stock) is None  # a flag of its own
