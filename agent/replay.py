@@ -14,7 +14,8 @@ from agent import run_lock
 from agent.config import RunConfig, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
-from agent.playbooks.replay import ReplayPlanner, ledger_note, outcomes
+from agent.playbooks.outcomes import ledger_note, outcomes
+from agent.playbooks.replay import ReplayPlanner
 
 SOURCE_COPY = "playbook.source.yaml"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.playbooks.schema import CARD_VARS, TEMPLATE
-from tools.candidate import Parallel
+from tools import frameworks as fwmod
+from tools.candidate import Candidate, Parallel
 
 
 def template_vars(card, hw) -> dict[str, int]:
@@ -133,3 +134,31 @@ def adapt(step, card, hw, frameworks: tuple[str, ...] | None = None) -> Adapted:
     except (ValueError, TypeError) as e:
         return Adapted(step=step, skip=f"cannot render its parameters for {card.name}: {e}")
     return a
+
+
+def build_candidate(inc: Candidate, a: Adapted) -> Candidate:
+    c = inc
+    if a.framework and a.framework != c.framework:  # another framework: the old one's flags do not apply
+        c = Candidate(framework=a.framework, weights=c.weights, parallel=c.parallel)
+    upd: dict = {}
+    if a.weights:
+        upd["weights"] = a.weights
+    if a.parallel is not None:
+        upd["parallel"] = a.parallel
+    if a.flags:
+        flags = dict(c.flags)
+        fw = fwmod.get(c.framework)
+        if hasattr(fw, "translate"):  # a playbook recorded on another version: its renamed flags
+            renamed, notes = fw.translate({k: v for k, v in a.flags.items() if v is not None})
+            if notes:
+                a.notes.extend(notes)  # recorded with the step's other adaptations
+                a.flags = {**{k: v for k, v in a.flags.items() if v is None}, **renamed}
+        for k, v in a.flags.items():
+            if v is None:
+                flags.pop(k, None)
+            else:
+                flags[k] = v
+        upd["flags"] = flags
+    if a.env:
+        upd["env"] = {**c.env, **a.env}
+    return c.model_copy(update=upd) if upd else c

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from statistics import median
 
-from agent.playbooks.replay import outcomes
+from agent.playbooks.outcomes import outcomes
 from agent.playbooks.schema import DIAGNOSIS_KINDS, SECRET, SECRET_VALUE, Step, compact, parse
 
 MTP_ALGOS = ("NEXTN", "EAGLE", "EAGLE3", "MTP")

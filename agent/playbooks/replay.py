@@ -24,28 +24,16 @@ the original would.
 """
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 from agent.planners.base import PatchProposal, PlanContext, Proposal
 from agent.planners import fixes
 from agent.ledger import Ledger
-from agent.playbooks.adapt import Adapted, adapt, conditions
-from agent.playbooks.schema import Playbook, StepOutcome, parse
+from agent.playbooks.adapt import Adapted, adapt, build_candidate
+from agent.playbooks.outcomes import ledger_note, step_of, tag
+from agent.playbooks.schema import Playbook, parse
 from tools import frameworks as fwmod
 from tools.candidate import Candidate
-
-TAG = re.compile(r"^\[playbook (s\d+)\]")
-
-
-def tag(step_id: str, text: str) -> str:
-    return f"[playbook {step_id}] {text}"
-
-
-def step_of(t: dict) -> str | None:
-    m = TAG.match(t.get("description") or "")
-    return m.group(1) if m else None
-
 
 def _fatal_kinds(t: dict) -> set[str]:
     return {d["kind"] for d in t.get("diagnoses") or [] if d.get("fatal", True)}
@@ -56,34 +44,6 @@ def _evidence_text(step) -> str:
     if e.before and e.after:
         return f"recorded: {e.before:.1f} -> {e.after:.1f} ({(e.after / e.before - 1) * 100:+.0f}%)"
     return f"recorded: {e.reason[:120]}" if e.reason else "recorded step"
-
-
-def build_candidate(inc: Candidate, a: Adapted) -> Candidate:
-    c = inc
-    if a.framework and a.framework != c.framework:  # another framework: the old one's flags do not apply
-        c = Candidate(framework=a.framework, weights=c.weights, parallel=c.parallel)
-    upd: dict = {}
-    if a.weights:
-        upd["weights"] = a.weights
-    if a.parallel is not None:
-        upd["parallel"] = a.parallel
-    if a.flags:
-        flags = dict(c.flags)
-        fw = fwmod.get(c.framework)
-        if hasattr(fw, "translate"):  # a playbook recorded on another version: its renamed flags
-            renamed, notes = fw.translate({k: v for k, v in a.flags.items() if v is not None})
-            if notes:
-                a.notes.extend(notes)  # recorded with the step's other adaptations
-                a.flags = {**{k: v for k, v in a.flags.items() if v is None}, **renamed}
-        for k, v in a.flags.items():
-            if v is None:
-                flags.pop(k, None)
-            else:
-                flags[k] = v
-        upd["flags"] = flags
-    if a.env:
-        upd["env"] = {**c.env, **a.env}
-    return c.model_copy(update=upd) if upd else c
 
 
 def render_patch(p: dict, tree, failed: dict) -> fixes.Fix | None:
@@ -329,62 +289,7 @@ class ReplayPlanner:
                                             files=fx.files, title=fx.title, why=fx.why))
 
 
-def outcomes(pb: Playbook, trials: list[dict], card, hw, frameworks=None, events: list[dict] | None = None) -> list[dict]:
-    """Step by step what carried over, from the ledger alone (trials, and the skip notes in events)."""
-    by: dict[str, list[dict]] = {}
-    for t in trials:
-        sid = step_of(t)
-        if sid:
-            by.setdefault(sid, []).append(t)
-    notes: dict[str, str] = {}
-    for e in events or []:
-        m = re.match(r"^(s\d+) (.*)$", e["message"]) if e["kind"] == "playbook" else None
-        if m:
-            notes[m.group(1)] = m.group(2)
-    out = []
-    for s in pb.steps:
-        ts = [t for t in by.get(s.id, []) if t["status"] == "done"]
-        ids = [t["id"] for t in ts]
-        if ts:
-            last = ts[-1]
-            v = last["verdict"]
-            if v == "kept":
-                how = "carried over" + (" with the patch re-rendered" if last["kind"] == "patch" else
-                                        " without the patch: the failure it fixed did not appear" if s.patches else "")
-                o = StepOutcome(step=s.id, outcome="carried", reason=f"{how}: {last['reason']}", trials=ids)
-            elif v == "reverted":
-                o = StepOutcome(step=s.id, outcome="reverted", reason=last["reason"] or "", trials=ids)
-            else:
-                extra = notes.get(s.id, "")
-                o = StepOutcome(step=s.id, outcome="failed", reason=(last["reason"] or v) + (f"; {extra}" if extra else "")
-                                + "; handed over to the built-in planner", trials=ids)
-        else:
-            why = conditions(s, card, hw, tuple(frameworks) if frameworks else None)
-            if why:
-                o = StepOutcome(step=s.id, outcome="skipped", reason=why)
-            elif s.id in notes:
-                n = notes[s.id]
-                if n.startswith("failed: "):
-                    o = StepOutcome(step=s.id, outcome="failed", reason=n.removeprefix("failed: ")
-                                    + "; handed over to the built-in planner")
-                else:
-                    o = StepOutcome(step=s.id, outcome="skipped", reason=n.removeprefix("skipped: "))
-            else:
-                o = StepOutcome(step=s.id, outcome="pending", reason="not reached (budget or run ended)")
-        out.append(o.model_dump())
-    return out
-
-
 # ---- a replay run's planner, rebuilt from its ledger (agent resume) ----------------------------
-def ledger_note(led) -> Callable[[str, str], None]:
-    """The planner's `note`: a step's skip reason as a ledger event, once per message."""
-    def note(step_id: str, message: str) -> None:
-        msg = f"{step_id} {message}"
-        if not any(e["kind"] == "playbook" and e["message"] == msg for e in led.events()):
-            led.event("playbook", msg)
-    return note
-
-
 def planner_for_run(run_dir) -> ReplayPlanner | None:
     """The replay planner of a replay run (None for any other run): the hook `agent resume`
     needs so a resumed replay keeps replaying (its playbook is stored in the ledger)."""

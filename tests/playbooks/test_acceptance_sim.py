@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from agent.playbooks import schema as pbm
-from agent.playbooks.adapt import adapt
 from agent.cli import main
 from agent.ledger import Ledger
 from agent.config import RunConfig, Target
-from agent.playbooks.replay import build_candidate, render_patch, step_of
+from agent.playbooks.adapt import adapt, build_candidate
+from agent.playbooks.outcomes import step_of
+from agent.playbooks.replay import render_patch
 from agent.run import default_sandbox
 from tools.candidate import Candidate
 from tools.hardware import get_hardware

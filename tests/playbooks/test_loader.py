@@ -3,7 +3,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from agent.playbooks import schema as pbm
 from tests.playbooks.samples import valid
