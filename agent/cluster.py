@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from agent.config import gpus_per_trial
 from agent.errors import BadInput
 from agent.parallel import Driver, Lost
 from agent.worker import Task, run as run_task
@@ -25,8 +26,13 @@ def address(cfg_cluster: str | None) -> str | None:
 
 
 class RayExecutor:
+    """`gpus` > 0: the trials share this host's accelerators, each task asks Ray for that many GPUs
+    and Ray hands it disjoint ones (its CUDA_VISIBLE_DEVICES, or HIP/ROCR_VISIBLE_DEVICES on AMD, in
+    the task's process, which the server inherits: tools/server_env.py keeps them). `num_gpus`: what
+    a local instance offers (None: what Ray detects); `fn`: the task's function (a test's probe)."""
+
     def __init__(self, workers: int, cluster: str | None = None, *, num_cpus: int | None = None,
-                 grace_s: float = CANCEL_GRACE_S):
+                 grace_s: float = CANCEL_GRACE_S, gpus: int = 0, num_gpus: int | None = None, fn=run_task):
         import ray
         self.ray, self.grace_s = ray, grace_s
         where = address(cluster)
@@ -39,7 +45,7 @@ class RayExecutor:
                     raise BadInput(f"--ray {where!r}: cannot join that Ray cluster ({e})") from None
             else:  # N sim nodes on this host; the sim's tasks are light, they share its CPUs
                 ray.init(num_cpus=num_cpus or min(workers, os.cpu_count() or 1), resources={RESOURCE: workers},
-                         include_dashboard=False, log_to_driver=False)
+                         num_gpus=num_gpus, include_dashboard=False, log_to_driver=False)
         have = ray.cluster_resources().get(RESOURCE, 0)
         if have < 1:
             if self.owned:
@@ -47,7 +53,14 @@ class RayExecutor:
             raise BadInput(f"the Ray cluster at {where!r} has no node offering the resource {RESOURCE!r}; start "
                            f"each node with: ray start --address=... --resources='{{\"{RESOURCE}\": 1}}'")
         self.nodes = int(have)
-        self._run = ray.remote(run_task).options(resources={RESOURCE: 1}, num_cpus=0, max_retries=0)
+        if gpus:
+            found = int(ray.cluster_resources().get("GPU", 0))
+            if found < gpus:
+                if self.owned:
+                    ray.shutdown()
+                raise BadInput(f"--workers {workers}: each trial needs {gpus} GPU(s) and Ray finds {found} on this host")
+            self.nodes = min(self.nodes, found // gpus)
+        self._run = ray.remote(fn).options(resources={RESOURCE: 1}, num_cpus=0, num_gpus=gpus, max_retries=0)
 
     def submit(self, task: Task):
         return self._run.remote(task)
@@ -84,11 +97,12 @@ class RayExecutor:
 def drive(rt, *, ask=None, executor=None, ground_module: str | None = None) -> dict:
     """Run (or go on with) a run whose config asks for several workers; agent.report.run_summary's dict."""
     from agent.report import run_summary
-    ex = executor or RayExecutor(rt.config.workers, rt.config.cluster)
+    ex = executor or RayExecutor(rt.config.workers, rt.config.cluster, gpus=gpus_per_trial(rt.config, rt.hw))
     try:
         workers = rt.config.workers if executor is not None else min(rt.config.workers, ex.nodes)
         if workers < rt.config.workers:
-            rt.progress(f"note: the cluster has {workers} node(s) with {RESOURCE}; running {workers} trials at once")
+            rt.progress(f"note: the cluster has room for {workers} trial(s) at once ({RESOURCE} nodes, GPUs); "
+                        f"running {workers}")
         out = Driver(rt, ex, workers, ask=ask, ground_module=ground_module).run()
     finally:
         if executor is None:

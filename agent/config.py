@@ -176,6 +176,26 @@ class RunConfig(BaseModel):
         return self
 
 
+def gpus_per_trial(cfg: RunConfig, hw) -> int:
+    """The accelerators each of `workers` trials at once gets when they share this one host (a local
+    Ray instance driving real servers): the ground's own per-trial count (its planner scope's
+    `gpus`), else the node's devices split that many ways. 0: nothing to split (one trial at a time,
+    a cluster whose every node runs one trial on all of its devices, the sim and other grounds
+    without devices, a CPU host)."""
+    if cfg.workers <= 1 or cfg.cluster or os.environ.get("RAY_ADDRESS") or cfg.backend not in ("local", "docker"):
+        return 0
+    from sandboxes import registry
+    scope_gpus = (registry.get(cfg.backend, cfg.framework).planner_scope or {}).get("gpus")
+    node = int(getattr(hw, "gpus_per_node", 0) or 0)
+    if hw.vendor == "cpu" or node < 1:
+        return 0
+    per = scope_gpus or node // cfg.workers
+    if per < 1:
+        raise BadInput(f"--workers {cfg.workers} on one {hw.name} host of {node} GPUs: each trial needs devices of "
+                       f"its own; use --workers {node} or fewer, or put the trials on a cluster (--ray ADDRESS)")
+    return per
+
+
 def resolve_target(t: Target):
     """The model card and hardware profile, or BadInput naming what is known."""
     from tools import hardware, models

@@ -18,6 +18,7 @@ Decision = Literal["keep", "revert", "repeat", "evaluate"]
 Code = Literal[
     "baseline", "baseline_no_slo", "baseline_needs_evals",
     "gain", "gain_evals_pass", "no_gain", "within_noise", "not_beyond_noise", "single_stream_drop",
+    "single_stream_repeat",
     "pareto", "pareto_evals_pass", "pareto_repeat",
     "needs_evals", "eval_regression",
     "launch_failed", "requests_refused", "error", "moe_not_engaged", "patch_failed",

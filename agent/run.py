@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from agent import graph as graphmod
 from agent import nodes, run_lock
-from agent.config import RunConfig, resolve_target
+from agent.config import RunConfig, gpus_per_trial, resolve_target
 from agent.errors import BadInput
 from agent.ledger import LEDGER, Ledger
 from agent.records import FINAL
@@ -57,9 +57,12 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
         planner = planner_for_run(run_dir)
     if planner is None:  # --planner builtin|llm|hybrid; LLM token use goes to the ledger's events
         from agent.planners.hybrid import make_planner
+        scope = dict(ground.planner_scope or {}) if ground else {}
+        split = gpus_per_trial(cfg, hw)
+        if split:  # trials side by side on this host: each plans for its share of the devices
+            scope["gpus"] = split
         planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
-                               progress=progress, scope=ground.planner_scope if ground else None,
-                               **cfg.llm.model_dump())
+                               progress=progress, scope=scope or None, **cfg.llm.model_dump())
     return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=ledger, sandbox=sandbox,
                          planner=planner, suite=suite, card=card, hw=hw, progress=progress or (lambda s: None))
 

@@ -9,6 +9,7 @@ The docker client is injected so tests use a fake that records calls and serves 
 """
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import subprocess
@@ -31,6 +32,15 @@ _PKG = {"vllm": "vllm", "sglang": "sglang", "atom": "atom"}
 VERSION_LABEL = "org.inferloop.version."  # + framework: an image may state what it serves (testbed/image.py)
 _VERSION_CODE = ("import importlib.metadata as m, sys; d = m.packages_distributions().get(sys.argv[1]) or []; "
                  "print(m.version(d[0]) if d else '')")
+
+VISIBLE = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def visible_devices() -> dict[str, str]:
+    """The device selection this process was given (by the user, or by Ray for a trial that shares
+    the host with others): the container sees every device and this picks its share."""
+    return {k: os.environ[k] for k in VISIBLE if k in os.environ}
+
 class DockerSandbox:
     name = "docker"
 
@@ -145,7 +155,7 @@ class DockerSandbox:
         kw = {"network_mode": "host"} if self.network == "host" else {"ports": {f"{inner_port}/tcp": (self.host, host_port)}}
         token = secrets.token_hex(8)  # names this container in its record: resume removes only it
         container = self.client.containers.run(
-            self.image(fw.name), command=argv, detach=True, environment={**self.env, **candidate.env, **moe_env},
+            self.image(fw.name), command=argv, detach=True, environment={**visible_devices(), **self.env, **candidate.env, **moe_env},
             volumes=volumes, shm_size=self.shm_size, name=f"inferloop-{candidate.key()}-{host_port}",
             labels={"inferloop": "1", "inferloop.candidate": candidate.key(), "inferloop.record": token},
             **kw, **self.gpu_kwargs())
@@ -224,7 +234,7 @@ class DockerSandbox:
         volumes, _ = self._mounts(frameworks.get(candidate.framework), candidate, Path(run_dir))
         volumes[str(out.resolve())] = {"bind": OUT_MOUNT, "mode": "rw"}
         self.client.containers.run(self.image(candidate.framework), command=cmd, remove=True, volumes=volumes,
-                                   environment={**self.env, **candidate.env}, shm_size=self.shm_size,
+                                   environment={**visible_devices(), **self.env, **candidate.env}, shm_size=self.shm_size,
                                    network_mode="host", **self.gpu_kwargs())
         return sorted(p for p in out.rglob("*") if p.is_file())
 

@@ -165,6 +165,19 @@ def test_nvidia_bridge_publishes_port_and_requests_gpus(tmp_path):
         assert "devices" not in kw
 
 
+def test_the_device_share_this_process_was_given_reaches_the_container(tmp_path, monkeypatch):
+    """Ray gives a trial that shares the host its GPUs through CUDA_VISIBLE_DEVICES (HIP/ROCR on
+    AMD); the container sees every device, so the variable must travel in for the share to hold."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
+    fake = FakeDocker(FakeContainer([("running", "INFO:     Application startup complete.")]))
+    sb = DockerSandbox("vllm/vllm-openai:v0.11", tmp_path, gpu="nvidia", client=fake, ready_timeout_s=30)
+    with sb.launch(Candidate(framework="vllm"), tmp_path / "r"):
+        (_, _, _, kw), = [x for x in fake.calls if x[0] == "run"]
+        assert kw["environment"] == {"CUDA_VISIBLE_DEVICES": "2,3"}
+
+
 def test_container_death_fails_fast_with_diagnosis_and_is_removed(tmp_path):
     line = "ValueError: The quantization method mxfp4 is not supported for the current GPU."
     cont = FakeContainer([("running", "starting"), ("exited", line)], exit_code=1)
