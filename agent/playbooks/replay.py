@@ -255,21 +255,18 @@ class ReplayPlanner:
     def _patch(self, ctx: PlanContext, s, patch: dict, cand: Candidate, failed: dict | None) -> Proposal | None:
         """The step's patch on `cand`: the answer to the `failed` trial, or (failed None: the
         playbook's own model and node) proposed up front; None when it does not render."""
+        def fail(why: str) -> None:  # proposed up front: the step just goes the cautious way, nothing failed
+            if failed is not None:
+                self.note(s.id, f"failed: {why}")
         try:
             tree = ctx.source_tree(cand.framework)
         except Exception as e:  # noqa: BLE001
-            if failed is not None:
-                self.note(s.id, f"failed: no {cand.framework} source tree to patch ({e})")
-            return None
+            return fail(f"no {cand.framework} source tree to patch ({e})")
         fx = render_patch(patch, tree, failed or {})
         if fx is None:
-            if failed is not None:
-                self.note(s.id, f"failed: the {patch['fix']} patch does not render against this {cand.framework} tree")
-            return None
+            return fail(f"the {patch['fix']} patch does not render against this {cand.framework} tree")
         if fx.name in ctx.rejected or fx.key in ctx.rejected:
-            if failed is not None:
-                self.note(s.id, f"failed: {fx.name} was rejected in this run")
-            return None
+            return fail(f"{fx.name} was rejected in this run")
         pid = ctx.approved.get(fx.key)
         if failed is not None:
             why = f"trial {failed['id']} failed with {patch['after'] or 'a launch failure'}: {fx.why}; {_evidence_text(s)}"

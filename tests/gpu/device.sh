@@ -27,8 +27,9 @@ case "$what" in
     # a loop stopped by `timeout` leaves its server's process group (own session) behind: end it by id
     for f in /tmp/$name/procs/*.json; do [ -f "$f" ] && g=$(basename "$f" .json) && kill -9 -- -"$g" 2>/dev/null && echo "killed server group $g"; done
     tar czf "$OUT/$name.tar.gz" --exclude='*.safetensors' -C /tmp $name ;;
-  cli)  # device.sh cli NAME ARCH TIME_BUDGET TIMEOUT_S: the same loop, driven by `agent optimize` (no tests/ code but the model)
-    name=$1 arch=$2 budget=$3 limit=$4; t0=$(date +%s)
+  cli)  # device.sh cli NAME ARCH TIME_BUDGET TIMEOUT_S [WORKERS]: the same loop, driven by `agent optimize` (no tests/ code
+        # but the model); WORKERS > 1: trials side by side on this host's GPUs (Ray), each server's GPU logged every 2 s
+    name=$1 arch=$2 budget=$3 limit=$4 workers=${5:-1}; t0=$(date +%s)
     python3 -m tests.gpu.make_model --out /tmp/model-$arch --tokenizer .tok --size gpu --arch $arch --seed 0 2>&1 \
       | tail -1 > "$OUT/$name-model.json"
     # the server's interpreter: python3 with the carried wheels (fastapi, uvicorn) beside its own packages
@@ -40,9 +41,12 @@ measure: {workload: {input_len: 256, output_len: 32, prefix_hit: 0.0},
           single_stream_requests: 2, eval_items: 10}
 slo: {ttft_p95_s: 2.0}
 YAML
+    ( while true; do echo "t=$(( $(date +%s) - t0 )) $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory \
+        --format=csv,noheader | tr '\n' ';')"; sleep 2; done ) > "$OUT/$name-gpu-apps.log" 2>&1 & watch=$!
     timeout "$limit" python3 -m agent.cli optimize --backend local --framework transformers --hw h200 \
       --model-path /tmp/model-$arch --python /tmp/serve-python --config /tmp/cli.yaml --time-budget "$budget" \
-      --approve never --json --run-dir /tmp/$name 2>&1 | tee "$OUT/$name.log"
+      --workers "$workers" --approve never --json --run-dir /tmp/$name 2>&1 | tee "$OUT/$name.log"
+    kill $watch 2>/dev/null
     echo "cli $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/$name.log"
     python3 -m agent.cli report /tmp/$name > "$OUT/$name-report.txt" 2>&1
     left=$(ps -eo pid,args | grep -c '[t]ransformers.*serve'); echo "transformers serve processes left: $left" | tee -a "$OUT/$name.log"
