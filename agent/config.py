@@ -168,6 +168,7 @@ class RunConfig(BaseModel):
         if self.target.pythons and self.backend != "local":
             raise BadInput(f"--python FRAMEWORK=PATH is for --backend local, not {self.backend}")
         card, hw = resolve_target(self.target)
+        gpus_per_trial(self, hw)  # more trials at once than this host has devices for: refused here
         from agent.base_flags import check_base_flags
         check_base_flags(self.base_flags, hw)
         from agent.workload_fit import fit

@@ -93,3 +93,13 @@ def test_the_planner_plans_for_its_share(tmp_path):
         finally:
             rt.ledger.close()
             runlib.run_lock.release(rd)
+
+
+def test_more_trials_at_once_than_devices_exit_2_before_anything_runs(agent, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    r = agent("optimize", "--model", "glm-5.2", "--hw", "h200", "--backend", "local", "--model-path", str(model),
+              "--workers", "16", "--budget", "2", "--run-dir", str(tmp_path / "run"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "--workers 16 on one h200 host of 8 GPUs" in r.stdout + r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
