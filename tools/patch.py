@@ -7,9 +7,11 @@ absolute, has a `..` part, leads out of the tree through a symlink, or creates a
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
 import git
@@ -74,6 +76,17 @@ def check_diff(diff: str, tree: Path) -> list[str]:
     return paths
 
 
+def source_files(tree: Path, pattern: str = "*") -> list[Path]:
+    """The tree's files whose name matches `pattern`, sorted; git's own data is left out (it is never
+    source, and a git may be rewriting .git/objects while this walks), symlinked folders are not
+    followed."""
+    out = []
+    for d, dirs, files in os.walk(tree):
+        dirs[:] = [x for x in dirs if x != ".git"]
+        out += [Path(d) / f for f in files if fnmatch(f, pattern)]
+    return sorted(out)
+
+
 JOURNAL = "inferloop-operation"  # in .git while a patch or revert is between its first write and its commit
 
 
@@ -96,6 +109,13 @@ def open_tree(tree: Path) -> git.Repo:
         (tree / ".git" / "config.lock").unlink(missing_ok=True)
         repo = git.Repo.init(tree)
     gitdir = Path(repo.git_dir)
+    conf = gitdir / "config"
+    if "auto = 0" not in (conf.read_text(errors="replace") if conf.is_file() else ""):
+        # No automatic gc: after a commit over a big tree (sglang: thousands of files) git would pack
+        # in a detached background process that rewrites .git/objects while the agent reads the tree
+        # and that can outlive the run.
+        (gitdir / "config.lock").unlink(missing_ok=True)
+        repo.git.config("gc.auto", "0")
     for lock in [gitdir / "index.lock", gitdir / "HEAD.lock", gitdir / "config.lock",
                  *gitdir.glob("refs/heads/*.lock")]:
         lock.unlink(missing_ok=True)

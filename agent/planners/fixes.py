@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.candidate import Candidate
+from tools.patch import source_files
 
 # CUDA headers and their HIP counterparts (ROCm builds define USE_ROCM).
 HIP_HEADERS = {"cuda_runtime.h": "hip/hip_runtime.h", "cuda.h": "hip/hip_runtime.h",
@@ -55,7 +56,7 @@ def _find_prefix_dict(src: str) -> ast.Dict | None:
 
 def mtp_prefix_patch(tree: Path, layer: int) -> Fix | None:
     """Alias the checkpoint's `model.layers.{layer}.*` MTP names to the runtime names."""
-    for path in sorted(Path(tree).rglob("*nextn*.py")):
+    for path in source_files(Path(tree), "*nextn*.py"):
         src = path.read_text()
         d = _find_prefix_dict(src)
         if d is None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tools.patch import source_files
+
 # framework -> package -> which imports to guard: "top" (module level) or "cpu" (inside a module-level
 # `if/elif` whose test mentions cpu: the CPU-only kernel imports)
 OPTIONAL = {"sglang": {"torchvision": "top", "sgl_kernel": "cpu"}}
@@ -87,7 +89,7 @@ def guard_patch(tree: Path, framework: str, package: str, failing_file: str, uni
     if rel_fail is None:
         return None
     diffs, files = [], []
-    for path in sorted(Path(tree).rglob("*.py")):
+    for path in source_files(Path(tree), "*.py"):
         rel = path.relative_to(tree)
         if any(p in SKIP_DIRS for p in rel.parts[:-1]):
             continue

@@ -196,7 +196,7 @@ class ToolBox:
 
     def _files(self, root: Path, base: Path) -> list[Path]:
         out = []
-        for p in sorted(base.rglob("*")) if base.is_dir() else [base]:
+        for p in patchtool.source_files(base) if base.is_dir() else [base]:
             r = p.resolve()
             if p.is_file() and ".git" not in p.relative_to(root).parts and (r == root or root in r.parents):
                 out.append(p)

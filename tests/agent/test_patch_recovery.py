@@ -72,3 +72,15 @@ def test_killed_during_git_init(tmp_path):
         assert list(P.applied(t)) == ["p1"] and _snapshots(t) == 1
         P.sync(t, [])
         assert (t / "src" / "a.py").read_text() == "x = 1\ny = 2\n"
+
+
+def test_no_background_gc_and_no_walk_through_git_data(tmp_path):
+    """From-scratch CI met this on the real sglang tree: a commit over thousands of files set off
+    git's detached auto-gc, which deleted .git/objects/b5 while the import-guard fix walked the tree
+    (FileNotFoundError). Our trees never auto-gc, and tree walks leave git's data alone."""
+    t = mk_tree(tmp_path)
+    P.open_tree(t)
+    assert git.Repo(t).git.config("gc.auto") == "0"
+    (t / ".git" / "hooks" / "evil.py").write_text("x = 1\n")
+    (t / "src" / "b.py").write_text("y = 1\n")
+    assert [p.relative_to(t).as_posix() for p in P.source_files(t, "*.py")] == ["src/a.py", "src/b.py"]
