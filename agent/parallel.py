@@ -8,10 +8,11 @@ process). Results are recorded the moment they arrive, in whatever order the wor
 keep/revert rule then decides the open trials strictly in proposal order against one incumbent,
 so a run's verdicts never depend on which worker finished first.
 
-A batch holds candidates of one phase: a proposal of the next phase, a patch, or one that waits on a
-human is not recorded until every open trial is decided (it would be built on an incumbent that
-may still change). A trial the rule wants repeated or evaluated gets its follow-up task while it
-heads the queue.
+A batch holds candidates of one phase. Once that phase has nothing more to propose and nodes are
+free, candidates of the next phase run ahead on a provisional incumbent (agent/speculate.py) and
+are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
+recorded until every open trial is decided (a patch changes the driver's source tree). A trial
+the rule wants repeated or evaluated gets its follow-up task while it heads the queue.
 
 Ground time: every task starts at the driver's ground clock when it is submitted and ends its own
 ground seconds later (the sim's clock; a real node's elapsed time); deciding the head trial moves
@@ -24,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from agent import nodes, report, review_gate
+from agent import nodes, report, review_gate, speculate
 from agent.decide import EVALUATE, REPEAT, decide, objective_value
+from agent.planners.base import PHASES
 from agent.records import Result
 from agent.trial import LedgerRecorder
 from agent.worker import FIRST, Task, run as run_task
@@ -78,6 +80,8 @@ class Open:
     handle: object = None
     start: float = 0.0  # ground time its running task started
     end: float = 0.0  # ground time its last finished task ended
+    first_end: float = 0.0  # ... and its first task (what speculation may build on by then)
+    first_value: float | None = None  # the objective its first task measured (None: failed, nothing)
     lost: int = 0
     review: bool = False  # waits on a human
 
@@ -92,6 +96,7 @@ class Driver:
     queue: list[Open] = field(default_factory=list)
     now: float = 0.0
     stop: dict | None = None
+    phase: str = PHASES[0]  # the phase being decided (trials of the next one may run ahead)
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
@@ -101,10 +106,11 @@ class Driver:
             self.ground_module = registry.get(self.rt.config.backend, self.rt.config.framework).open.__module__
         state = led.meta("parallel") or {}
         self.now = float(state.get("now", 0.0))
-        led.ground = lambda: {"clock": self.now, "parallel": True}
-        led.set_meta("parallel", {"workers": self.workers, "now": self.now})
-        led.set_meta("status", "running")
         self.inc = led.incumbent()
+        self.phase = state.get("phase") or nodes.plan_context(self.rt, self.inc).phase
+        led.ground = lambda: {"clock": self.now, "parallel": True}
+        self._save()
+        led.set_meta("status", "running")
         self._reopen()
         try:
             while True:
@@ -152,17 +158,54 @@ class Driver:
                 return
             if self.queue and (self.queue[-1].kind == "patch" or self.queue[-1].review):
                 return  # a patch runs alone: the driver's tree must show the planner what it changed
-            p = self.rt.planner.propose(nodes.plan_context(self.rt, self.inc))
+            if self.queue and not self._phase_open():
+                # this phase is decided and trials of the next ran ahead: the run moves on to their
+                # phase (its failures are answered there; this phase is not walked again)
+                self.phase = min((o.phase for o in self.queue), key=PHASES.index)
+                self._save()
+            p = self._ask(self.inc)
             if p.kind == "stop":
                 if not self.queue:  # with trials open, their verdicts may open new candidates
                     self.stop = {"stop_reason": p.description}
                 return
-            if self.queue and (p.phase != self.queue[-1].phase or p.kind == "patch"):
-                return  # the next phase builds on this phase's final incumbent: ask again once decided
-            tid = led.atomic(lambda: nodes._add_trial(self.rt, p, self.inc))  # its patch row and the trial, or neither
+            if not self.queue and p.kind != "patch" and p.phase != self.phase:
+                self.phase = p.phase  # this phase has nothing more: the next one begins
+                self._save()
+            base, start, tag = self.inc, self.now, ""
+            if self.queue and (p.kind == "patch" or p.phase != self.phase):
+                spec = self._speculate(p)
+                if spec is None:
+                    return  # ask again once the open trials are decided (or measured)
+                p, base, start = spec
+                tag = f" (ahead, on trial {base})"
+            tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)
-            self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}")
-            self._route(led.trial(tid))
+            self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}{tag}")
+            self._route(led.trial(tid), start)
+
+    def _ask(self, inc: int | None):
+        ctx = nodes.plan_context(self.rt, inc)
+        ctx.at_phase = self.phase  # trials that ran ahead do not move the planner's phase
+        return self.rt.planner.propose(ctx)
+
+    def _phase_open(self) -> bool:
+        return any(PHASES.index(o.phase) <= PHASES.index(self.phase) for o in self.queue)
+
+    def _speculate(self, p) -> tuple | None:
+        """A candidate to run ahead while this phase's last trials are decided: (proposal, the trial
+        it builds on, its ground start), or None (a barrier, or nothing worth it yet)."""
+        if p.kind == "patch" or not speculate.allowed(self.queue, self.phase, p.phase):
+            return None
+        cfg = self.rt.config
+        base = speculate.provisional(self.rt.ledger, self.queue, self.inc, cfg.objective, cfg.gate.noise_floor)
+        if base != self.inc:
+            p = self._ask(base)
+            if p.kind in ("stop", "patch") or not speculate.allowed(self.queue, self.phase, p.phase):
+                return None
+        return p, base, speculate.info_time(self.queue, self.now)
+
+    def _save(self) -> None:
+        self.rt.ledger.set_meta("parallel", {"workers": self.workers, "now": self.now, "phase": self.phase})
 
     def _budget_used(self) -> dict | None:
         led, cfg = self.rt.ledger, self.rt.config
@@ -173,7 +216,7 @@ class Driver:
         why = nodes._workload_refused(led.trials(), self.inc)
         return {"stop_reason": why, "failed": "workload"} if why else None
 
-    def _route(self, t: dict) -> None:
+    def _route(self, t: dict, start: float = 0.0) -> None:
         o = Open(t["id"], t["phase"], t["kind"])
         r = nodes._route_for(self.rt, t)
         if r["route"] == "apply":
@@ -183,10 +226,10 @@ class Driver:
         o.review = r["route"] == "review"
         self.queue.append(o)
         if not o.review and not self.rt.ledger.measurements(t["id"], "candidate"):
-            self._submit(o, FIRST)
+            self._submit(o, FIRST, start)
 
     # ---- tasks ------------------------------------------------------------------------------
-    def _submit(self, o: Open, need: str) -> None:
+    def _submit(self, o: Open, need: str, start: float = 0.0) -> None:
         led = self.rt.ledger
         t = led.trial(o.tid)
         led.start_trial(o.tid)
@@ -202,7 +245,7 @@ class Driver:
                       incumbent_data=[m["data"] for m in led.measurements(self.inc, "candidate")] if inc_t else [],
                       rows=[(m["role"], m["data"], m["wall_s"], m["ground_s"]) for m in led.measurements(o.tid)],
                       ground_module=self.ground_module)
-        o.start, o.handle = self.now, self.executor.submit(o.task)
+        o.start, o.handle = max(self.now, start), self.executor.submit(o.task)
 
     def _collect(self) -> None:
         """Wait for any open task and record what it brought back (finish order does not matter)."""
@@ -214,6 +257,8 @@ class Driver:
             return
         o.end = o.start + float(res.get("ground_s") or 0.0)
         record(self.rt, o.tid, o.task, res)
+        if o.task.need == FIRST:
+            o.first_end, o.first_value = o.end, speculate.first_value(res, self.rt.config.objective)
 
     def _lost(self, o: Open, res: Lost) -> None:
         led = self.rt.ledger
@@ -250,7 +295,7 @@ class Driver:
                 nodes._sync_tree(rt, Candidate.model_validate(led.trial(inc)["candidate"]))
             except Exception as e:  # noqa: BLE001
                 led.event("patch", f"could not restore the tree after trial {head.tid}: {e}")
-        led.set_meta("parallel", {"workers": self.workers, "now": self.now})
+        self._save()
         best = None
         if self.inc is not None:
             ms = [m["data"] for m in led.measurements(self.inc, "candidate")]

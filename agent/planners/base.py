@@ -63,6 +63,9 @@ class PlanContext:
     approved: dict[str, str] = field(default_factory=dict)  # patch key -> patch id
     # framework -> the version the sandbox runs (Sandbox.version; None or absent: the newest schema)
     versions: dict[str, str | None] = field(default_factory=dict)
+    # Set by the parallel driver (agent/parallel.py) while trials of a later phase run ahead on
+    # speculation: the phase its decided trials reached, which they do not move.
+    at_phase: str | None = None
 
     def framework(self, name: str) -> Framework:
         """The adapter (flag schema, argv, log signatures) of the version this run's sandbox runs:
@@ -73,6 +76,8 @@ class PlanContext:
     @property
     def phase(self) -> str:
         """The current phase: the furthest one any trial reached (the first before any trial)."""
+        if self.at_phase is not None:
+            return self.at_phase
         return max((t["phase"] for t in self.trials if t["phase"] in PHASES), key=PHASES.index, default=PHASES[0])
 
     def answers(self, tid: int) -> list[dict]:

@@ -1,0 +1,67 @@
+"""Cross-phase speculation for the parallel driver (agent/parallel.py, issue 18).
+
+A phase's last trials often leave nodes idle: the next phase builds on this phase's winner, which
+is not decided yet (a winner is repeated and evaluated before it is kept). Rather than wait, the
+driver proposes the next phase's candidates on a *provisional* incumbent: the open trial of this
+phase whose first measurement beats the incumbent beyond the noise floor (the best such), or the
+incumbent itself. Each candidate is a full configuration, decided later in proposal order against
+whatever the real incumbent is by then: one built on a winner is what the run would have
+proposed anyway, one built on a loser just loses (and spends a trial of the budget).
+
+Deterministic and honest in ground time: the driver speculates only once every open trial's
+first measurement is back (`quiet`), so what it builds on does not depend on which worker
+finished first; and the speculative task starts no earlier than the last of those measurements
+ended (`info_time`): it never uses a result before the ground time it existed.
+"""
+from __future__ import annotations
+
+from statistics import median
+
+from agent.decide import objective_value
+from agent.planners.base import PHASES
+from agent.worker import FIRST
+
+AHEAD = 1  # phases a speculative candidate may run ahead of the phase being decided
+
+
+def quiet(queue: list) -> bool:
+    """No open trial is still waiting for its first measurement."""
+    return not any(o.handle is not None and o.task is not None and o.task.need == FIRST for o in queue)
+
+
+def info_time(queue: list, now: float) -> float:
+    """The ground time by which every open trial's first measurement had come back."""
+    return max([now, *(o.first_end for o in queue)])
+
+
+def allowed(queue: list, base: str, phase: str) -> bool:
+    """May a candidate of `phase` run ahead while the base phase's trials are open?"""
+    if any(o.kind == "patch" or o.review for o in queue):
+        return False  # a patch or a human review stays a barrier (a patch changes the driver's tree)
+    ahead = PHASES.index(phase) - PHASES.index(base)
+    return 0 <= ahead <= AHEAD and quiet(queue)
+
+
+def provisional(led, queue: list, inc: int | None, objective: str, noise: float) -> int | None:
+    """The open trial most likely to be kept: the best first measurement beyond the noise floor
+    over the incumbent's; the incumbent itself when none is. Only first measurements count (a
+    follow-up of the head may or may not be back yet)."""
+    if inc is None:
+        return None
+    base = [objective_value(m["data"], objective) for m in led.measurements(inc, "candidate")]
+    if not base:
+        return inc
+    best, best_v = inc, median(base) * (1.0 + noise)
+    for o in queue:
+        if o.kind != "patch" and o.first_value is not None and o.first_value > best_v:
+            best, best_v = o.tid, o.first_value
+    return best
+
+
+def first_value(res: dict, objective: str) -> float | None:
+    """A first task's objective: None where it ended the trial (failed; a trial is kept only by
+    the driver's decision) or measured nothing."""
+    if res.get("result"):
+        return None
+    rows = [data for role, data, _, _ in res["rows"] if role == "candidate"]
+    return objective_value(rows[0], objective) if rows else None
