@@ -81,7 +81,8 @@ class Open:
     start: float = 0.0  # ground time its running task started
     end: float = 0.0  # ground time its last finished task ended
     first_end: float = 0.0  # ... and its first task (what speculation may build on by then)
-    first_value: float | None = None  # the objective its first task measured (None: failed, nothing)
+    first_data: dict | None = None  # the measurement its first task brought (None: failed, nothing)
+    search: bool = False  # a point of a sequential search (Proposal.params)
     lost: int = 0
     review: bool = False  # waits on a human
 
@@ -172,7 +173,7 @@ class Driver:
                 self.phase = p.phase  # this phase has nothing more: the next one begins
                 self._save()
             base, start, tag = self.inc, self.now, ""
-            if self.queue and (p.kind == "patch" or p.phase != self.phase):
+            if self.queue and (p.kind == "patch" or p.phase != self.phase or self._search_after_screens(p)):
                 spec = self._speculate(p)
                 if spec is None:
                     return  # ask again once the open trials are decided (or measured)
@@ -191,13 +192,18 @@ class Driver:
     def _phase_open(self) -> bool:
         return any(PHASES.index(o.phase) <= PHASES.index(self.phase) for o in self.queue)
 
+    def _search_after_screens(self, p) -> bool:
+        """A sequential search's point while the phase's other trials are open: it should build
+        on what they find (in one-at-a-time runs it comes after them)."""
+        return bool(p.params) and any(o.phase == p.phase and not o.search for o in self.queue)
+
     def _speculate(self, p) -> tuple | None:
         """A candidate to run ahead while this phase's last trials are decided: (proposal, the trial
         it builds on, its ground start), or None (a barrier, or nothing worth it yet)."""
         if p.kind == "patch" or not speculate.allowed(self.queue, self.phase, p.phase):
             return None
         cfg = self.rt.config
-        base = speculate.provisional(self.rt.ledger, self.queue, self.inc, cfg.objective, cfg.gate.noise_floor)
+        base = speculate.provisional(self.rt.ledger, self.queue, self.inc, cfg.objective, cfg.gate)
         if base != self.inc:
             p = self._ask(base)
             if p.kind in ("stop", "patch") or not speculate.allowed(self.queue, self.phase, p.phase):
@@ -217,7 +223,7 @@ class Driver:
         return {"stop_reason": why, "failed": "workload"} if why else None
 
     def _route(self, t: dict, start: float = 0.0) -> None:
-        o = Open(t["id"], t["phase"], t["kind"])
+        o = Open(t["id"], t["phase"], t["kind"], search=bool(t["proposal"].get("params")))
         r = nodes._route_for(self.rt, t)
         if r["route"] == "apply":
             r = nodes.apply(self.rt, {"trial": t["id"]})
@@ -258,7 +264,7 @@ class Driver:
         o.end = o.start + float(res.get("ground_s") or 0.0)
         record(self.rt, o.tid, o.task, res)
         if o.task.need == FIRST:
-            o.first_end, o.first_value = o.end, speculate.first_value(res, self.rt.config.objective)
+            o.first_end, o.first_data = o.end, speculate.first_data(res)
 
     def _lost(self, o: Open, res: Lost) -> None:
         led = self.rt.ledger

@@ -2,9 +2,10 @@
 
 A phase's last trials often leave nodes idle: the next phase builds on this phase's winner, which
 is not decided yet (a winner is repeated and evaluated before it is kept). Rather than wait, the
-driver proposes the next phase's candidates on a *provisional* incumbent: the open trial of this
-phase whose first measurement beats the incumbent beyond the noise floor (the best such), or the
-incumbent itself. Each candidate is a full configuration, decided later in proposal order against
+driver proposes the next phase's candidates on a *provisional* incumbent: the one the open trials
+would leave if each were decided on its first measurement, in proposal order (often the
+incumbent itself). A sequential search's points (Optuna, Proposal.params) are treated the same way
+while the phase's screens are open: they build on what the screens found. Each candidate is a full configuration, decided later in proposal order against
 whatever the real incumbent is by then: one built on a winner is what the run would have
 proposed anyway, one built on a loser just loses (and spends a trial of the budget).
 
@@ -15,9 +16,7 @@ ended (`info_time`): it never uses a result before the ground time it existed.
 """
 from __future__ import annotations
 
-from statistics import median
-
-from agent.decide import objective_value
+from agent.decide import EVALUATE, KEEP, decide
 from agent.planners.base import PHASES
 from agent.worker import FIRST
 
@@ -42,26 +41,25 @@ def allowed(queue: list, base: str, phase: str) -> bool:
     return 0 <= ahead <= AHEAD and quiet(queue)
 
 
-def provisional(led, queue: list, inc: int | None, objective: str, noise: float) -> int | None:
-    """The open trial most likely to be kept: the best first measurement beyond the noise floor
-    over the incumbent's; the incumbent itself when none is. Only first measurements count (a
-    follow-up of the head may or may not be back yet)."""
+def provisional(led, queue: list, inc: int | None, objective: str, gate) -> int | None:
+    """The incumbent the open trials would leave if each were decided on its first measurement
+    alone, in proposal order (the keep/revert rule's own test: one that passes on performance is
+    taken as kept; one within noise or worse as reverted). Only first measurements count: a
+    follow-up of the head may or may not be back yet."""
     if inc is None:
         return None
-    base = [objective_value(m["data"], objective) for m in led.measurements(inc, "candidate")]
-    if not base:
-        return inc
-    best, best_v = inc, median(base) * (1.0 + noise)
+    cur, series = inc, [m["data"] for m in led.measurements(inc, "candidate")]
     for o in queue:
-        if o.kind != "patch" and o.first_value is not None and o.first_value > best_v:
-            best, best_v = o.tid, o.first_value
-    return best
+        if o.first_data is None or o.kind == "patch":
+            continue
+        if decide(series, [o.first_data], objective, gate).decision in (KEEP, EVALUATE):
+            cur, series = o.tid, [o.first_data]
+    return cur
 
 
-def first_value(res: dict, objective: str) -> float | None:
-    """A first task's objective: None where it ended the trial (failed; a trial is kept only by
-    the driver's decision) or measured nothing."""
+def first_data(res: dict) -> dict | None:
+    """A first task's candidate measurement: None where it ended the trial (failed; a trial is
+    kept only by the driver's decision) or measured nothing."""
     if res.get("result"):
         return None
-    rows = [data for role, data, _, _ in res["rows"] if role == "candidate"]
-    return objective_value(rows[0], objective) if rows else None
+    return next((data for role, data, _, _ in res["rows"] if role == "candidate"), None)

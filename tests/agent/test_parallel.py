@@ -11,8 +11,10 @@ from agent import cluster, speculate
 from agent import run as runlib
 from agent.config import Budget, Measure
 from agent.decide import objective_value
-from agent.parallel import InlineExecutor
-from agent.planners.base import PHASES
+from agent.parallel import InlineExecutor, Open
+from agent.planners.base import PHASES, Proposal
+from agent.planners.builtin import BuiltinPlanner
+from tools.candidate import Candidate, Parallel
 from agent.worker import run as run_task
 from tests.agent.conftest import small_config
 
@@ -53,20 +55,82 @@ def test_the_next_phase_starts_before_the_last_trial_of_this_one_is_decided(tmp_
     assert ahead, [(t["id"], t["phase"]) for t in trials]
 
 
+def _m(knee: float, single: float = 50.0) -> dict:
+    return {"knee_tok_s": knee, "knee_rps": 1.0, "single_stream_tok_s": single, "gpus": 8,
+            "usd_per_gpu_h": 2.0, "tdp_w": 700.0, "evals": {"gsm8k": [1, 1, 0, 1]}}
+
+
+class Script:
+    """Proposals by count: the baseline; two flag settings a and b; then one parallel-phase
+    candidate on whatever incumbent it is asked with (ctx.incumbent_candidate)."""
+    name = "script"
+
+    def propose(self, ctx):
+        n = len(ctx.trials)
+        if n == 0:
+            return BuiltinPlanner().propose(ctx)
+        base = Candidate.model_validate(ctx.trials[0]["candidate"])
+        if n in (1, 2):
+            c = base.model_copy(update={"flags": {**base.flags, "--max-num-seqs": 64 * n}})
+            return Proposal(kind="config", phase="flags", description="ab"[n - 1], candidate=c)
+        if n == 3:
+            c = ctx.incumbent_candidate().model_copy(update={"parallel": Parallel(tp=4, dp=2)})
+            return Proposal(kind="config", phase="parallel", description="c", candidate=c)
+        return Proposal(kind="stop", phase=ctx.phase, description="script done")
+
+
+class Scripted(InlineExecutor):
+    """Each task's measurements from a table (trial, need) -> rows, no sandbox: the keep/revert rule
+    runs on numbers chosen so that b's first measurement beats the baseline clearly (b is the
+    provisional incumbent; a's is within noise), a is then kept after its repeat, and b loses to a
+    on single-stream speed."""
+    ROWS = {(1, "first"): [("candidate", _m(1000, 50))],
+            (2, "first"): [("candidate", _m(1030, 80))],
+            (2, "repeat"): [("incumbent", _m(1000, 50)), ("candidate", _m(1031, 80))],
+            (3, "first"): [("candidate", _m(1200, 55))],
+            (4, "first"): [("candidate", _m(1300, 90))]}
+
+    def wait(self, handles):
+        h = min(handles)
+        t = self._tasks.pop(h)
+        rows = [(role, data, 1.0, 100.0) for role, data in self.ROWS[(t.trial_id, t.need)]]
+        return h, {"rows": rows, "outcome": "launched", "diagnoses": [], "log_excerpt": "", "events": [],
+                   "result": None, "ground_s": 100.0 * len(rows)}
+
+
 def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_incumbent(tmp_path):
-    # glm-5.2/mi355x with the default workload: atom's first measurement beats the vLLM baseline by
-    # far, so the precision phase runs ahead on it; atom then loses on its evals (the sim's
-    # long-context drop)
-    rt, _ = drive(tmp_path, 4, trials=6, measure=Measure())
+    rd = tmp_path / "run"
+    rd.mkdir()
+    rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=10), workers=4))
+    rt.planner = Script()
+    runlib.record_start(rt)
+    cluster.drive(rt, executor=Scripted())
     led = rt.ledger
-    trials = {t["id"]: t for t in led.trials()}
-    on_loser = [t for t in trials.values() if t["incumbent_id"] is not None
-                and trials[t["incumbent_id"]]["verdict"] == "reverted" and t["verdict"] in ("kept", "reverted")]
-    assert on_loser, [(t["id"], t["incumbent_id"], t["verdict"]) for t in trials.values()]
-    for t in on_loser:
-        real = max(i for i in trials if i < t["id"] and trials[i]["verdict"] == "kept")  # the incumbent then
-        inc = [objective_value(m["data"], "knee") for m in led.measurements(real, "candidate")]
-        assert t["numbers"]["incumbent"][:len(inc)] == inc, (t["id"], real)
+    t = {x["id"]: x for x in led.trials()}
+    assert [t[i]["verdict"] for i in (1, 2, 3)] == ["kept", "kept", "reverted"], [x["reason"] for x in t.values()]
+    c = t[4]
+    assert c["phase"] == "parallel" and c["incumbent_id"] == 3  # built on b while a and b were open
+    assert c["started"] < t[2]["ended"]  # ... before the flags phase was decided
+    assert c["verdict"] == "kept" and c["numbers"]["incumbent"] == [1030.0, 1031.0]  # a, not b and not the baseline
+    assert led.incumbent() == 4
+
+
+def test_the_provisional_incumbent_is_what_deciding_the_open_trials_on_their_first_measurements_leaves():
+    class Led:  # the incumbent's measurements, as the ledger gives them
+        def measurements(self, tid, role=None):
+            return [{"data": _m(1000.0)}] if tid == 1 else []
+    gate = small_config().gate
+    q = [Open(2, "flags", "config", first_data=_m(1400.0)),  # clearly beats 1000 -> taken as kept
+         Open(3, "flags", "config", first_data=_m(1300.0)),  # worse than trial 2's 1400 -> not
+         Open(4, "flags", "config", first_data=None),  # failed: nothing to build on
+         Open(5, "flags", "patch", first_data=_m(9000.0))]  # a patch is never built on ahead of its review
+    assert speculate.provisional(Led(), q, 1, "knee", gate) == 2
+    q[1].first_data = _m(2000.0)  # now trial 3 beats trial 2 in its turn
+    assert speculate.provisional(Led(), q, 1, "knee", gate) == 3
+    assert speculate.provisional(Led(), q[2:], 1, "knee", gate) == 1  # nothing beats it: the incumbent
+    q[0].first_data = _m(1010.0)  # within noise: the rule would repeat it, not keep it
+    q[1].first_data = None
+    assert speculate.provisional(Led(), q, 1, "knee", gate) == 1
 
 
 def test_verdicts_do_not_depend_on_which_worker_finishes_first(tmp_path):

@@ -41,7 +41,8 @@ from agent import run as runlib  # noqa: E402
 from agent.config import RunConfig, Target  # noqa: E402
 from agent.parallel import InlineExecutor  # noqa: E402
 
-PAIRS = ("glm-5.2/mi355x", "deepseek-v3/h200", "qwen3-235b-a22b/b200")
+# deepseek-v3/h200 cannot launch the bf16 baseline in the sim (it needs fp8 there): b300 instead
+PAIRS = ("glm-5.2/mi355x", "qwen3-235b-a22b/b200", "deepseek-v3/b300")
 TARGET = 0.95
 
 
@@ -57,11 +58,30 @@ def one_run(pair: str, seed: int, workers: int, work: Path, executor) -> dict:
     out = cluster.drive(rt, executor=executor())
     curve = rt.ledger.meta("curve") or []
     res = {"trials": out["trials"], "curve": curve, "final": (out["best"] or {}).get("objective"),
-           "ground_s": rt.ledger.meta("parallel")["now"], "wall_s": round(time.time() - t0, 1)}
+           "ground_s": rt.ledger.meta("parallel")["now"], "wall_s": round(time.time() - t0, 1),
+           **where_time_goes(rt.ledger, curve)}
     rt.ledger.close()
     runlib.run_lock.release(rd)
     shutil.rmtree(rd, ignore_errors=True)
     return res
+
+
+def where_time_goes(led, curve: list) -> dict:
+    """Per phase: its trials, repeat rounds (each measures the incumbent again) and the ground time of its last verdict (one curve point per
+    trial, in proposal order); and the trials that ran ahead (started before a trial of an earlier
+    phase was decided), how many of them were kept."""
+    phases: dict = {}
+    trials = led.trials()
+    for t, (ground, _) in zip(trials, curve):
+        d = phases.setdefault(t["phase"], {"trials": 0, "repeats": 0, "decided_s": 0.0})
+        d["trials"] += 1
+        d["repeats"] += len(led.measurements(t["id"], "incumbent"))
+        d["decided_s"] = round(ground)
+    order = [t["phase"] for t in trials]
+    ahead = [b for b in trials if any(a["id"] < b["id"] and order.index(a["phase"]) < order.index(b["phase"])
+                                      and b["started"] is not None and a["ended"] is not None
+                                      and b["started"] < a["ended"] for a in trials)]
+    return {"phases": phases, "ahead": len(ahead), "ahead_kept": sum(b["verdict"] == "kept" for b in ahead)}
 
 
 def time_to(curve: list, level: float) -> float | None:
@@ -125,9 +145,11 @@ def main() -> None:
             for w in ws:
                 r = one_run(pair, seed, w, work, executor)
                 runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = {
-                    k: r[k] for k in ("ground_s", "final", "trials", "wall_s", "curve")}
+                    k: r[k] for k in ("ground_s", "final", "trials", "wall_s", "ahead", "ahead_kept", "phases", "curve")}
                 print(f"{pair} seed {seed} workers {w}: ground {r['ground_s']:.0f} s, final {r['final']}, "
-                      f"{r['trials']} trials, wall {r['wall_s']} s", file=sys.stderr)
+                      f"{r['trials']} trials ({r['ahead']} ahead, {r['ahead_kept']} of them kept), wall {r['wall_s']} s; "
+                      "phases decided at " + ", ".join(f"{ph} {d['decided_s']}" for ph, d in r["phases"].items()),
+                      file=sys.stderr)
     out = summarize(runs, ws, "ray" if a.ray else "inline", a.seeds)
     line = json.dumps(out)
     print(line)
