@@ -83,6 +83,7 @@ class Open:
     first_end: float = 0.0  # ... and its first task (what speculation may build on by then)
     first_data: dict | None = None  # the measurement its first task brought (None: failed, nothing)
     search: bool = False  # a point of a sequential search (Proposal.params)
+    base: int | None = None  # the trial it was built on (the incumbent then, or a provisional one)
     lost: int = 0
     review: bool = False  # waits on a human
 
@@ -179,6 +180,8 @@ class Driver:
                     return  # ask again once the open trials are decided (or measured)
                 p, base, start = spec
                 tag = f" (ahead, on trial {base})"
+            if any(o.phase == p.phase and o.base != base for o in self.queue):
+                return  # one phase's open trials build on one base: a new base waits until they are decided
             tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)
             self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}{tag}")
@@ -223,7 +226,7 @@ class Driver:
         return {"stop_reason": why, "failed": "workload"} if why else None
 
     def _route(self, t: dict, start: float = 0.0) -> None:
-        o = Open(t["id"], t["phase"], t["kind"], search=bool(t["proposal"].get("params")))
+        o = Open(t["id"], t["phase"], t["kind"], search=bool(t["proposal"].get("params")), base=t["incumbent_id"])
         r = nodes._route_for(self.rt, t)
         if r["route"] == "apply":
             r = nodes.apply(self.rt, {"trial": t["id"]})
