@@ -99,6 +99,7 @@ class Driver:
     now: float = 0.0
     stop: dict | None = None
     phase: str = PHASES[0]  # the phase being decided (trials of the next one may run ahead)
+    lone: int | None = None  # the head whose follow-up went out when nothing else was out
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
@@ -152,7 +153,11 @@ class Driver:
 
     def _fill(self) -> None:
         led, cfg = self.rt.ledger, self.rt.config
-        while len(self.queue) < self.workers:
+        # At a quiet point only the head's follow-up keeps a node busy: the other N - 1 may take
+        # new trials, however many measured ones wait to be decided (agent/speculate.py).
+        quiet = speculate.quiet(self.queue, self.lone)
+        info, added = speculate.info_time(self.queue, self.now), 0
+        while len(self.queue) < self.workers or (quiet and added < self.workers - 1):
             used = self._budget_used()
             if used is not None:
                 if not self.queue:  # with trials open, decide them first: the check runs again after
@@ -173,9 +178,9 @@ class Driver:
             if not self.queue and p.kind != "patch" and p.phase != self.phase:
                 self.phase = p.phase  # this phase has nothing more: the next one begins
                 self._save()
-            base, start, tag = self.inc, self.now, ""
+            base, start, tag = self.inc, (self.now if len(self.queue) < self.workers else info), ""
             if self.queue and (p.kind == "patch" or p.phase != self.phase or self._search_after_screens(p)):
-                spec = self._speculate(p)
+                spec = self._speculate(p, quiet)
                 if spec is None:
                     return  # ask again once the open trials are decided (or measured)
                 p, base, start = spec
@@ -186,6 +191,7 @@ class Driver:
             review_gate.gate(led, cfg, tid)
             self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}{tag}")
             self._route(led.trial(tid), start)
+            added += 1
 
     def _ask(self, inc: int | None):
         ctx = nodes.plan_context(self.rt, inc)
@@ -200,10 +206,10 @@ class Driver:
         on what they find (in one-at-a-time runs it comes after them)."""
         return bool(p.params) and any(o.phase == p.phase and not o.search for o in self.queue)
 
-    def _speculate(self, p) -> tuple | None:
+    def _speculate(self, p, quiet: bool) -> tuple | None:
         """A candidate to run ahead while this phase's last trials are decided: (proposal, the trial
         it builds on, its ground start), or None (a barrier, or nothing worth it yet)."""
-        if p.kind == "patch" or not speculate.allowed(self.queue, self.phase, p.phase):
+        if p.kind == "patch" or not quiet or not speculate.allowed(self.queue, self.phase, p.phase):
             return None
         cfg = self.rt.config
         base = speculate.provisional(self.rt.ledger, self.queue, self.inc, cfg.objective, cfg.gate)
@@ -291,6 +297,7 @@ class Driver:
             if v.decision in (REPEAT, EVALUATE):
                 rt.progress(f"  trial {head.tid} {v.decision}: {v.reason}")
                 self.now = max(self.now, head.end)  # the follow-up runs after what it follows
+                self.lone = head.tid if all(o.handle is None for o in self.queue) else None
                 self._submit(head, v.decision)
                 return
             led.finish_trial(head.tid, Result.of(v, rec.ground_s()))

@@ -9,10 +9,12 @@ while the phase's screens are open: they build on what the screens found. Each c
 whatever the real incumbent is by then: one built on a winner is what the run would have
 proposed anyway, one built on a loser just loses (and spends a trial of the budget).
 
-Deterministic and honest in ground time: the driver speculates only once every open trial's
-first measurement is back (`quiet`), so what it builds on does not depend on which worker
+Deterministic and honest in ground time: the driver speculates only once everything but the
+head's follow-up is back (`quiet`), so what it builds on does not depend on which worker
 finished first; and the speculative task starts no earlier than the last of those measurements
-ended (`info_time`): it never uses a result before the ground time it existed.
+ended (`info_time`): it never uses a result before the ground time it existed. At that point at
+most the head's follow-up keeps a node busy, so the other N - 1 may take new trials however many
+measured ones wait to be decided.
 """
 from __future__ import annotations
 
@@ -23,9 +25,12 @@ from agent.worker import FIRST
 AHEAD = 1  # phases a speculative candidate may run ahead of the phase being decided
 
 
-def quiet(queue: list) -> bool:
-    """No open trial is still waiting for its first measurement."""
-    return not any(o.handle is not None and o.task is not None and o.task.need == FIRST for o in queue)
+def quiet(queue: list, lone: int | None) -> bool:
+    """Everything is back but the head's follow-up (a repeat, the evals), submitted once nothing
+    else was out (`lone`): the driver has then committed all it could, so the state it speculates
+    from is the same whichever worker finished first."""
+    out = [o.tid for o in queue if o.handle is not None]
+    return bool(queue) and out == [queue[0].tid] and lone == queue[0].tid
 
 
 def info_time(queue: list, now: float) -> float:
@@ -34,11 +39,12 @@ def info_time(queue: list, now: float) -> float:
 
 
 def allowed(queue: list, base: str, phase: str) -> bool:
-    """May a candidate of `phase` run ahead while the base phase's trials are open?"""
+    """May a candidate of `phase` run ahead while the base phase's trials are open? (The driver
+    asks only at a quiet point.)"""
     if any(o.kind == "patch" or o.review for o in queue):
         return False  # a patch or a human review stays a barrier (a patch changes the driver's tree)
     ahead = PHASES.index(phase) - PHASES.index(base)
-    return 0 <= ahead <= AHEAD and quiet(queue)
+    return 0 <= ahead <= AHEAD
 
 
 def provisional(led, queue: list, inc: int | None, objective: str, gate) -> int | None:
