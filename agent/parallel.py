@@ -185,8 +185,8 @@ class Driver:
                     return  # ask again once the open trials are decided (or measured)
                 p, base, start = spec
                 tag = f" (ahead, on trial {base})"
-            if any(o.phase == p.phase and o.base != base for o in self.queue):
-                return  # one phase's open trials build on one base: a new base waits until they are decided
+            if base is not None and any(o.phase == p.phase and o.base not in (None, base) for o in self.queue):
+                return  # one phase's open trials build on one base (none: proposed before there was one)
             tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)
             self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}{tag}")
