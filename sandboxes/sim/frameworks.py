@@ -89,8 +89,14 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
                         "ngram": "ngram"}.get(m, "eagle")
             n = int(spec.get("num_speculative_tokens", 1))
             cfg.spec_steps, cfg.spec_topk, cfg.spec_draft_tokens = n, 1, n
-        cfg.max_running = int(g("--max-num-seqs") or 256)
-        cfg.chunk = int(g("--max-num-batched-tokens") or 8192)
+        # vLLM's own server defaults (engine/arg_utils.py, 0.32): on CPU 128 sequences and 2048
+        # batched tokens per rank of tp x pp. GPUs of 70 GiB and more get 8192 tokens (0.32 gives
+        # 16384 from 160 GiB; the public points were fitted with 8192).
+        world = cfg.tp * int(g("--pipeline-parallel-size") or 1)
+        cpu = hw.vendor == "cpu"
+        cfg.max_running = int(g("--max-num-seqs") or (128 * world if cpu else 256))
+        cfg.chunk = int(g("--max-num-batched-tokens") or (2048 * world if cpu else 8192))
+        cfg.dtype = "float32" if str(g("--dtype") or "auto") in ("float32", "float") else "auto"
         cfg.mem_fraction = float(g("--gpu-memory-utilization") or 0.9)
         cfg.prefix_cache = g("--enable-prefix-caching") is not False
         cc = g("--compilation-config")

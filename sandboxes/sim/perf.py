@@ -76,6 +76,9 @@ class SimConfig:
     conservativeness: float = 1.0  # KV reserved for running requests' future tokens, relative
     attn_dp: int = 1  # DP attention: attention (and its KV) split over this many ranks of the tp GPUs
     moe_tuned: bool = False
+    # vLLM's --dtype float32 upcasts bf16 weights on load: weights, activations and an "auto" KV
+    # cache are fp32 (twice the bytes) and GEMMs run at the fp32 peak.
+    dtype: str = "auto"
     version: str | None = None  # an older framework release with its own calibrated row (None: current)
     notes: dict = field(default_factory=dict)
 
@@ -144,8 +147,13 @@ def _attn_replica_bytes(m: ModelCard, cfg: SimConfig) -> float:
     return m.num_hidden_layers * m.attention_params() * get_precision(cfg.weights).bytes_per_weight * (cfg.attn_dp - 1) / cfg.tp
 
 
+def _upcast(cfg: SimConfig) -> float:
+    """Bytes of an fp32 value over the bytes the weights are stored in (1.0 unless --dtype float32)."""
+    return 4.0 / get_precision(cfg.weights).bytes_per_weight if cfg.dtype == "float32" else 1.0
+
+
 def weight_bytes_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
-    return m.weight_bytes(cfg.weights) / cfg.tp + _attn_replica_bytes(m, cfg)
+    return m.weight_bytes(cfg.weights) * _upcast(cfg) / cfg.tp + _attn_replica_bytes(m, cfg)
 
 
 def _kv_head_split(m: ModelCard, cfg: SimConfig) -> int:
@@ -155,7 +163,7 @@ def _kv_head_split(m: ModelCard, cfg: SimConfig) -> int:
 
 
 def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
-    b = m.kv_bytes_per_token(cfg.kv_dtype)
+    b = m.kv_bytes_per_token(cfg.kv_dtype) * (2.0 if cfg.dtype == "float32" and cfg.kv_dtype == "auto" else 1.0)
     if cfg.spec in ("mtp", "eagle", "eagle3") and m.mtp_layers:
         b *= 1 + m.mtp_layers / m.num_hidden_layers
     return b / _kv_head_split(m, cfg)
@@ -197,17 +205,19 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     tokens whose mean context is `prefill_ctx`."""
     tp = cfg.tp
     prec = get_precision(cfg.weights)
-    bpw = prec.bytes_per_weight
-    peak = hw.peak_tflops(prec.compute) * 1e12
+    fp32 = cfg.dtype == "float32"
+    bpw = prec.bytes_per_weight * _upcast(cfg)
+    act = 4.0 if fp32 else 2.0  # bytes of one LM-head / activation value
+    peak = hw.peak_tflops("fp32" if fp32 else prec.compute) * 1e12
     bw = hw.hbm_tb_s * 1e12 * eff.bw
-    kvb = kv_elem_bytes(cfg.kv_dtype)
+    kvb = 4.0 if fp32 and cfg.kv_dtype == "auto" else kv_elem_bytes(cfg.kv_dtype)
     v = cfg.verify_tokens
     T = n_decode * v + prefill_tokens
     parts: dict[str, float] = {}
     if T == 0:
         return StepCost(0.0, parts)
     # Dense part (attention projections, dense MLPs, shared experts, router) and the LM head.
-    dense_b = m.nonrouted_params() * bpw / tp + m.vocab_size * m.hidden_size * 2 / tp + _attn_replica_bytes(m, cfg)
+    dense_b = m.nonrouted_params() * bpw / tp + m.vocab_size * m.hidden_size * act / tp + _attn_replica_bytes(m, cfg)
     dense_f = 2 * T * m.nonrouted_params() / tp + 2 * (n_decode * v + n_prefill_seqs) * m.vocab_size * m.hidden_size / tp
     parts["dense"] = max(dense_b / bw, dense_f / (peak * eff.gemm))
     # Routed experts: weights of every expert some token hits, FLOPs of top-k per token.
@@ -229,7 +239,7 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
         t = max(moe_b / (bw * occupancy), moe_f / (peak * eff.gemm)) / shard_eff
         parts["moe"] = t if cfg.moe_tuned else t / eff.moe_default
     # Attention: KV reads of decodes (replicated per rank for MLA), FLOPs split over heads.
-    attn_peak = hw.peak_tflops("bf16") * 1e12 * eff.attn
+    attn_peak = hw.peak_tflops("fp32" if fp32 else "bf16") * 1e12 * eff.attn
     # Under DP attention each rank reads only its own requests' KV.
     kv_split = _kv_head_split(m, cfg) * cfg.attn_dp
     f_d, b_d = _attn_cost(m, decode_ctx, v, kvb)

