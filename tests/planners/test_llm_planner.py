@@ -73,8 +73,9 @@ def test_429_then_500_then_success_retries_with_backoff(ctx):
 
 
 def test_a_timeout_is_retried(ctx):
-    with ScriptedOpenAI([delay(1.5, reply([("stop", {"reason": "late"})])), reply([("stop", {"reason": "on time"})])]) as srv:
-        p, events, _ = planner(srv.base_url, timeout_s=0.3)
+    # The timeout leaves a loaded 2-core CI machine a second for the prompt reply (0.3 s did not).
+    with ScriptedOpenAI([delay(2.5, reply([("stop", {"reason": "late"})])), reply([("stop", {"reason": "on time"})])]) as srv:
+        p, events, _ = planner(srv.base_url, timeout_s=1.0)
         prop = p.propose(ctx)
     assert "on time" in prop.rationale and len(srv.requests) == 2 and events[0]["retries"] == 1
 
