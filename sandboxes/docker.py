@@ -41,6 +41,7 @@ def visible_devices() -> dict[str, str]:
     the host with others): the container sees every device and this picks its share."""
     return {k: os.environ[k] for k in VISIBLE if k in os.environ}
 
+
 class DockerSandbox:
     name = "docker"
 

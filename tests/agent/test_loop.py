@@ -123,7 +123,7 @@ def test_base_flags_start_every_candidate_that_knows_them(tmp_path):
 
 
 def test_spec_decoding_candidates_are_valid_for_every_framework():
-    from agent.planners.builtin import spec_flag_sets
+    from agent.planners.spec_flags import spec_flag_sets
     from tools import frameworks
     from tools.candidate import Candidate
     for name in frameworks.NAMES:

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from agent.errors import BadInput
-from agent.planners.builtin import spec_flag_sets
+from agent.planners.spec_flags import spec_flag_sets
 from tools import frameworks
 from tools.candidate import Candidate, Parallel
 from tools.frameworks import schemas
