@@ -12,7 +12,8 @@ A batch holds candidates of one phase. Once that phase has nothing more to propo
 free, candidates of the next phase run ahead on a provisional incumbent (agent/speculate.py) and
 are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
 recorded until every open trial is decided (a patch changes the driver's source tree). A trial
-the rule wants repeated or evaluated gets its follow-up task while it heads the queue.
+the rule wants repeated or evaluated gets its follow-up while it heads the queue: a repeat spreads
+its sides over the free nodes (agent/fanout.py).
 
 Ground time: every task starts at the driver's ground clock when it is submitted and ends its own
 ground seconds later (the sim's clock; a real node's elapsed time); deciding the head trial moves
@@ -21,11 +22,11 @@ and it is the same whichever worker happens to finish first.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from agent import nodes, report, review_gate, speculate
+from agent import fanout, nodes, report, review_gate, speculate
 from agent.decide import EVALUATE, REPEAT, decide, objective_value
 from agent.planners.base import PHASES
 from agent.records import Result
@@ -76,9 +77,7 @@ class Open:
     tid: int
     phase: str
     kind: str
-    task: Task | None = None
-    handle: object = None
-    start: float = 0.0  # ground time its running task started
+    out: dict = field(default_factory=dict)  # handle -> (Task, ground time it started): its tasks on nodes now
     end: float = 0.0  # ground time its last finished task ended
     first_end: float = 0.0  # ... and its first task (what speculation may build on by then)
     first_data: dict | None = None  # the measurement its first task brought (None: failed, nothing)
@@ -125,12 +124,12 @@ class Driver:
                 if head.review:
                     if self._answer(head) is None:
                         return self._wait_for_review(head)
-                elif head.handle is not None:
+                elif head.out:
                     self._collect()
                 else:
                     self._commit(head)
         except BaseException:  # Ctrl-C, or a bug: stop the cluster's trials; no server outlives the run
-            self.executor.cancel([o.handle for o in self.queue if o.handle is not None])
+            self.executor.cancel([h for o in self.queue for h in o.out])
             self._reap()
             raise
         report.record_node(self.rt, self.stop)
@@ -158,6 +157,8 @@ class Driver:
         quiet = speculate.quiet(self.queue, self.lone)
         info, added = speculate.info_time(self.queue, self.now), 0
         while len(self.queue) < self.workers or (quiet and added < self.workers - 1):
+            if self._busy() >= self.workers:
+                return  # every node is busy (a repeat's sides take several)
             used = self._budget_used()
             if used is not None:
                 if not self.queue:  # with trials open, decide them first: the check runs again after
@@ -244,14 +245,35 @@ class Driver:
             self._submit(o, FIRST, start)
 
     # ---- tasks ------------------------------------------------------------------------------
+    def _busy(self) -> int:
+        return sum(len(o.out) for o in self.queue)
+
     def _submit(self, o: Open, need: str, start: float = 0.0) -> None:
+        self._send(o, self._task(o, need), max(self.now, start))
+
+    def _repeat(self, o: Open) -> None:
+        """The head's repeats: side by side on the free nodes, or both sides on one node in turn."""
+        led, gate = self.rt.ledger, self.rt.config.gate
+        inc_series = len(led.measurements(self.inc, "candidate")) + len(led.measurements(o.tid, "incumbent"))
+        parts = fanout.sides(inc_series, len(led.measurements(o.tid, "incumbent")),
+                             len(led.measurements(o.tid, "candidate")), gate.max_repeats, self.workers - self._busy())
+        if not parts:
+            return self._submit(o, REPEAT)
+        base = self._task(o, REPEAT)
+        for i, (side, nth) in enumerate(parts):
+            self._send(o, replace(base, side=side, nth=nth, step=base.step + i), self.now)
+
+    def _send(self, o: Open, task: Task, start: float) -> None:
+        o.out[self.executor.submit(task)] = (task, start)
+
+    def _task(self, o: Open, need: str) -> Task:
         led = self.rt.ledger
         t = led.trial(o.tid)
         led.start_trial(o.tid)
         c = Candidate.model_validate(t["candidate"])
         review_gate.require(led, self.rt.config, c)  # nothing unreviewed reaches a node
         inc_t = led.trial(self.inc) if self.inc is not None else None
-        o.task = Task(trial_id=o.tid, step=len(led.measurements(o.tid)) + (need == EVALUATE) * 1000,
+        return Task(trial_id=o.tid, step=len(led.measurements(o.tid)) + (need == EVALUATE) * 1000,
                       need=need, kind=t["kind"], config=self.rt.config.model_dump(mode="json"),
                       candidate=t["candidate"], patches=_patches(led, c),
                       work_dir=str(Path(self.rt.run_dir) / "nodes" / f"trial-{o.tid:04d}"),
@@ -260,29 +282,36 @@ class Driver:
                       incumbent_data=[m["data"] for m in led.measurements(self.inc, "candidate")] if inc_t else [],
                       rows=[(m["role"], m["data"], m["wall_s"], m["ground_s"]) for m in led.measurements(o.tid)],
                       ground_module=self.ground_module)
-        o.start, o.handle = max(self.now, start), self.executor.submit(o.task)
 
     def _collect(self) -> None:
         """Wait for any open task and record what it brought back (finish order does not matter)."""
-        handle, res = self.executor.wait([o.handle for o in self.queue if o.handle is not None])
-        o = next(x for x in self.queue if x.handle is not None and x.handle == handle)
-        o.handle = None
+        handle, res = self.executor.wait([h for o in self.queue for h in o.out])
+        o = next(x for x in self.queue if handle in x.out)
+        task, start = o.out.pop(handle)
         if isinstance(res, Lost):
-            self._lost(o, res)
+            self._lost(o, task, res)
             return
-        o.end = o.start + float(res.get("ground_s") or 0.0)
-        record(self.rt, o.tid, o.task, res)
-        if o.task.need == FIRST:
+        o.end = max(o.end, start + float(res.get("ground_s") or 0.0))
+        record(self.rt, o.tid, task, res)
+        if task.need == FIRST:
             o.first_end, o.first_data = o.end, speculate.first_data(res)
+        if res["result"]:  # that part ended the trial (a side failed to launch): the others are moot
+            self._drop(o)
 
-    def _lost(self, o: Open, res: Lost) -> None:
+    def _drop(self, o: Open) -> None:
+        if o.out:
+            self.executor.cancel(list(o.out))
+            o.out.clear()
+
+    def _lost(self, o: Open, task: Task, res: Lost) -> None:
         led = self.rt.ledger
         o.lost += 1
         if o.lost <= RETRIES:
             led.event("worker", f"trial {o.tid}: worker lost ({res.reason}); submitted again")
             self.rt.progress(f"  trial {o.tid}: worker lost ({res.reason}); retrying")
-            o.start, o.handle = self.now, self.executor.submit(o.task)
+            self._send(o, task, self.now)
             return
+        self._drop(o)
         led.finish_trial(o.tid, Result(verdict="failed", code="error",
                                        reason=f"worker lost {o.lost} times: {res.reason}"))
         self.rt.progress(f"  trial {o.tid}: failed, worker lost ({res.reason})")
@@ -297,8 +326,11 @@ class Driver:
             if v.decision in (REPEAT, EVALUATE):
                 rt.progress(f"  trial {head.tid} {v.decision}: {v.reason}")
                 self.now = max(self.now, head.end)  # the follow-up runs after what it follows
-                self.lone = head.tid if all(o.handle is None for o in self.queue) else None
-                self._submit(head, v.decision)
+                self.lone = head.tid if not self._busy() else None
+                if v.decision == REPEAT:
+                    self._repeat(head)
+                else:
+                    self._submit(head, EVALUATE)
                 return
             led.finish_trial(head.tid, Result.of(v, rec.ground_s()))
             t = led.trial(head.tid)
@@ -337,7 +369,7 @@ class Driver:
         return {}
 
     def _wait_for_review(self, head: Open) -> dict:
-        while any(o.handle is not None for o in self.queue):  # keep what the others measure
+        while self._busy():  # keep what the others measure
             self._collect()
         self.rt.ledger.set_meta("status", "waiting_for_review")
         pid = next(p["id"] for p in self.rt.ledger.trial_reviews(head.tid) if p["status"] == "pending")

@@ -29,7 +29,7 @@ def quiet(queue: list, lone: int | None) -> bool:
     """Everything is back but the head's follow-up (a repeat, the evals), submitted once nothing
     else was out (`lone`): the driver has then committed all it could, so the state it speculates
     from is the same whichever worker finished first."""
-    out = [o.tid for o in queue if o.handle is not None]
+    out = [o.tid for o in queue if o.out]
     return bool(queue) and out == [queue[0].tid] and lone == queue[0].tid
 
 

@@ -107,10 +107,12 @@ def run_trial(env: TrialEnv, tid: int, c: Candidate, incumbent: Candidate | None
 
 
 def _measure(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, role: Role, *,
-             first: bool = False) -> tuple[dict, Verdict | None]:
+             first: bool = False, nth: int | None = None) -> tuple[dict, Verdict | None]:
     """Launch, diagnose the log once, bench, stop; records the measurement. The first one runs
     the evals in the same server session when decide says the eval gate is next (one launch, not
-    two); it returns decide's verdict when that verdict still holds for what was recorded."""
+    two); it returns decide's verdict when that verdict still holds for what was recorded. `nth`:
+    which measurement of its role this is when the ones before it run elsewhere (a repeat's sides
+    on nodes of their own), so its bench seed is the one a one-at-a-time run would use."""
     env.prepare(c)
     cfg = env.config
     t0, g0 = time.time(), env.sandbox.elapsed_s()
@@ -122,7 +124,7 @@ def _measure(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, role: Role, *
         diags = [d.model_dump() for d in env.adapter(c.framework).diagnose(server.log_text())]
         if first:
             rec.launched(diags)
-        seed = cfg.seed + 7919 * tid + (0 if first else 31 * rec.count(role))
+        seed = cfg.seed + 7919 * tid + (0 if first else 31 * (rec.count(role) if nth is None else nth))
         data = bench(server, cfg, env.hw, c.parallel.gpus, seed)
         data["diagnoses"] = diags
         if first:

@@ -31,6 +31,8 @@ class Task:
     work_dir: str  # the worker's run dir for this task (logs, source tree, tuned configs)
     patches: list = field(default_factory=list)  # [(patch id, diff, fix)] the candidate carries, approved
     incumbent: dict | None = None  # Candidate JSON of the incumbent (repeats measure it too)
+    side: str | None = None  # a repeat's one side on a node of its own (incumbent | candidate); None: both
+    nth: int = 0  # ... and which measurement of that role it is
     incumbent_patches: list = field(default_factory=list)
     incumbent_data: list = field(default_factory=list)  # its candidate measurements (the eval decision)
     rows: list = field(default_factory=list)  # the trial's measurements so far: (role, data, wall_s, ground_s)
@@ -106,6 +108,9 @@ def run(task: Task) -> dict:
                 rec.note("moe", ("engaged: " if ok else "NOT engaged: ") + why)
                 if not ok:
                     result = Result(verdict="reverted", code="moe_not_engaged", reason=f"tuned MoE config not used: {why}")
+        elif task.need == REPEAT and task.side:
+            side = c if task.side == "candidate" else Candidate.model_validate(task.incumbent)
+            tr._measure(env, task.trial_id, side, rec, task.side, nth=task.nth)
         elif task.need == REPEAT:
             tr._repeat(env, task.trial_id, c, Candidate.model_validate(task.incumbent), rec)
         elif task.need == EVALUATE:

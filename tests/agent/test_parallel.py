@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from agent import cluster, speculate
+from agent import cluster, fanout, speculate
 from agent import run as runlib
 from agent.config import Budget, Measure
 from agent.decide import objective_value
@@ -80,22 +80,28 @@ class Script:
 
 
 class Scripted(InlineExecutor):
-    """Each task's measurements from a table (trial, need) -> rows, no sandbox: the keep/revert rule
-    runs on numbers chosen so that b's first measurement beats the baseline clearly (b is the
-    provisional incumbent; a's is within noise), a is then kept after two repeats (the second goes
-    out once everything else is back: the point the driver speculates at), and b, no worse than the
-    baseline on its evals, regresses against a's."""
-    ROWS = {(1, 0): [("candidate", _m(1000))],
-            (2, 0): [("candidate", _m(1030, 20))],
-            (2, 1): [("incumbent", _m(1000)), ("candidate", _m(1010, 20))],
-            (2, 3): [("incumbent", _m(1000)), ("candidate", _m(1031, 20))],
-            (3, 0): [("candidate", _m(1200))],
-            (4, 0): [("candidate", _m(1300, 20))]}
+    """Each task's measurements from a table (trial, role) -> the values that role measures in
+    turn, no sandbox: the keep/revert rule runs on numbers chosen so that b's first measurement
+    beats the baseline clearly (b is the provisional incumbent; a's is within noise), a is then kept
+    after two repeats (run side by side on the free nodes, agent/fanout.py), and b, no worse than
+    the baseline on its evals, regresses against a's."""
+    VALUES = {(1, "candidate"): [(1000, 15)],
+              (2, "candidate"): [(1030, 20), (1010, 20), (1031, 20)], (2, "incumbent"): [(1000, 15)] * 2,
+              (3, "candidate"): [(1200, 15)],
+              (4, "candidate"): [(1300, 20)]}
 
     def wait(self, handles):
         h = min(handles)
         t = self._tasks.pop(h)
-        rows = [(role, data, 1.0, 100.0) for role, data in self.ROWS[(t.trial_id, t.step)]]
+        self.seen = [*getattr(self, "seen", []), (t.trial_id, t.need, t.side, t.nth, len(handles))]
+        here = sum(1 for r in t.rows if r[0] == "incumbent")
+        if t.need == "first":
+            want = [("candidate", 0)]
+        elif t.side:  # one side of a repeat: its nth measurement of that role
+            want = [(t.side, t.nth)]
+        else:  # both sides in turn on one node
+            want = [("incumbent", here), ("candidate", here + 1)]
+        rows = [(role, _m(*self.VALUES[(t.trial_id, role)][i]), 1.0, 100.0) for role, i in want]
         return h, {"rows": rows, "outcome": "launched", "diagnoses": [], "log_excerpt": "", "events": [],
                    "result": None, "ground_s": 100.0 * len(rows)}
 
@@ -106,8 +112,12 @@ def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_inc
     rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=10), workers=4))
     rt.planner = Script()
     runlib.record_start(rt)
-    cluster.drive(rt, executor=Scripted())
+    ex = Scripted()
+    cluster.drive(rt, executor=ex)
     led = rt.ledger
+    # a's repeats went out a side per node, each side's measurement numbered as one node would
+    assert [(side, nth) for tid, need, side, nth, _ in ex.seen if tid == 2 and need == "repeat"] == \
+        [("incumbent", 0), ("candidate", 1), ("incumbent", 1), ("candidate", 2)]
     t = {x["id"]: x for x in led.trials()}
     assert [t[i]["verdict"] for i in (1, 2, 3)] == ["kept", "kept", "reverted"], [x["reason"] for x in t.values()]
     c = t[4]
@@ -176,3 +186,14 @@ def test_the_one_node_loop_never_imports_ray(tmp_path):
 def test_workers_out_of_range_exit_2_naming_the_value(agent):
     r = agent("optimize", "--model", "glm-5.2", "--hw", "mi355x", "--workers", "0")
     assert r.returncode == 2 and "--workers 0: allowed: 1 to 1024" in (r.stdout + r.stderr)
+
+
+def test_a_repeat_takes_as_many_nodes_as_its_sides_and_the_rule_allow():
+    # baseline measured once, the candidate once, 3 measurements per side allowed: two more repeats
+    # need two incumbent and two candidate measurements, four nodes
+    assert fanout.sides(1, 0, 1, 3, 4) == [("incumbent", 0), ("incumbent", 1), ("candidate", 1), ("candidate", 2)]
+    assert fanout.sides(1, 0, 1, 3, 3) == [("incumbent", 0), ("candidate", 1)]  # one repeat fits
+    assert fanout.sides(3, 0, 1, 3, 8) == [("candidate", 1), ("candidate", 2)]  # the incumbent has its three
+    assert fanout.sides(1, 0, 1, 3, 1) == []  # one node: both sides in turn there
+    assert fanout.sides(3, 0, 2, 3, 8) == []  # one measurement left to take: nothing to spread
+    assert fanout.sides(2, 1, 2, 3, 2) == [("incumbent", 1), ("candidate", 2)]  # resumed after one repeat

@@ -1,7 +1,7 @@
 """Trials at once on the simulator (issue 18): ground time to reach 95% of the best configuration
 with 1, 2, 4 and 8 workers, over several seeds, for three model/hardware pairs.
 
-    python tests/perf/parallel_speedup.py [--seeds 3] [--workers 1,2,4,8] [--pairs ...] [--ray] [--out FILE]
+    python tests/perf/parallel_speedup.py [--seeds 3] [--workers 1,2,4,8] [--run 2,4,8 --merge FILE] [--pairs ...] [--ray] [--out FILE]
 
 prints ONE JSON line; the recorded result lives beside this file (parallel_speedup.json).
 
@@ -128,8 +128,11 @@ def main() -> None:
     ap.add_argument("--ray", action="store_true", help="Ray tasks on a local instance instead of in process")
     ap.add_argument("--out")
     ap.add_argument("--merge", help="result files of earlier invocations whose runs join this summary")
+    ap.add_argument("--run", help="the worker counts to run now (default: all of --workers); the others' runs come "
+                                  "from --merge (e.g. one worker, whose path a change to the driver did not touch)")
     a = ap.parse_args()
     ws = [int(w) for w in a.workers.split(",")]
+    now = [int(w) for w in a.run.split(",")] if a.run else ws
     if a.ray:
         import ray
         ray.init(num_cpus=2, resources={cluster.RESOURCE: max(ws)}, include_dashboard=False, log_to_driver=False)
@@ -142,7 +145,7 @@ def main() -> None:
         runs.update(json.loads(Path(f).read_text())["runs"])
     for pair in filter(None, a.pairs.split(",")):
         for seed in range(a.seeds):
-            for w in ws:
+            for w in now:
                 r = one_run(pair, seed, w, work, executor)
                 runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = {
                     k: r[k] for k in ("ground_s", "final", "trials", "wall_s", "ahead", "ahead_kept", "phases", "curve")}
