@@ -13,8 +13,8 @@ import os
 
 from agent.config import gpus_per_trial
 from agent.errors import BadInput
-from agent.parallel import Driver, Lost
-from agent.worker import Task, run as run_task
+from agent.parallel import Driver
+from agent.worker import Lost, Task, run as run_task
 
 RESOURCE = "inferloop_node"
 CANCEL_GRACE_S = 60.0  # how long a cancelled task gets to stop its server before it is killed

@@ -3,9 +3,9 @@
 The driver (this module, in the `agent` process) is the ledger's only writer. It asks the planner
 for proposals while fewer than N trials are open, records each (so the next ask sees it: the
 planners are rebuilt from the ledger and skip what is queued), and hands their work to an
-`Executor` (agent/cluster.py runs it as Ray tasks, one per node; `InlineExecutor` here runs it in
-process). Results are recorded the moment they arrive, in whatever order the workers finish; the
-keep/revert rule then decides the open trials strictly in proposal order against one incumbent,
+`Executor` (agent/cluster.py runs it as Ray tasks, one per node; agent/worker.py's
+`InlineExecutor` runs it in process). Results are recorded the moment they arrive, in whatever
+order the workers finish; the keep/revert rule then decides the open trials strictly in proposal order against one incumbent,
 so a run's verdicts never depend on which worker finished first.
 
 A batch holds candidates of one phase. Once that phase has nothing more to propose and nodes are
@@ -24,51 +24,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
 
 from agent import fanout, nodes, report, review_gate, speculate
 from agent.decide import EVALUATE, REPEAT, decide, objective_value
 from agent.planners.base import PHASES
 from agent.records import Result
 from agent.trial import LedgerRecorder
-from agent.worker import FIRST, Task, run as run_task
+from agent.worker import FIRST, Executor, Lost, Task
 from tools.candidate import Candidate
 
 RETRIES = 1  # a trial whose worker is lost is submitted again this many times, then failed
-
-
-@dataclass
-class Lost:
-    """The worker or node running a task went away (its process killed, the node down)."""
-    reason: str
-
-
-class Executor(Protocol):
-    def submit(self, task: Task) -> object: ...  # a handle
-
-    def wait(self, handles: list) -> tuple[object, dict | Lost]: ...  # one finished handle, its result
-
-    def cancel(self, handles: list) -> None: ...  # stop these tasks (their servers stop)
-
-
-class InlineExecutor:
-    """Runs each task in this process when it is waited for, oldest first (tests, benchmarks)."""
-
-    def __init__(self):
-        self._n, self._tasks = 0, {}
-
-    def submit(self, task: Task) -> int:
-        self._n += 1
-        self._tasks[self._n] = task
-        return self._n
-
-    def wait(self, handles: list) -> tuple[int, dict]:
-        h = min(handles)
-        return h, run_task(self._tasks.pop(h))
-
-    def cancel(self, handles: list) -> None:
-        for h in handles:
-            self._tasks.pop(h, None)
 
 
 @dataclass

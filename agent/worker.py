@@ -7,7 +7,8 @@ plain JSON. It never touches the ledger: the driver is its only writer (agent/pa
 
 Each task opens a fresh sandbox seeded by (run seed, trial, step), so what a measurement reads
 does not depend on which node ran it or what that node ran before; its ground time is the
-sandbox's own clock (the sim's simulated seconds; a real host's elapsed seconds).
+sandbox's own clock (the sim's simulated seconds; a real host's elapsed seconds). An `Executor`
+runs tasks where the nodes are (agent/cluster.py: Ray); `InlineExecutor` runs them in this process.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 FIRST, REPEAT, EVALUATE = "first", "repeat", "evaluate"
 
@@ -129,3 +131,37 @@ def run(task: Task) -> dict:
                events=rec.events, result=result.model_dump() if result else None,
                ground_s=sb.elapsed_s() - g0, wall_s=time.time() - t0)
     return out
+
+
+@dataclass
+class Lost:
+    """The worker or node running a task went away (its process killed, the node down)."""
+    reason: str
+
+
+class Executor(Protocol):
+    def submit(self, task: Task) -> object: ...  # a handle
+
+    def wait(self, handles: list) -> tuple[object, dict | Lost]: ...  # one finished handle, its result
+
+    def cancel(self, handles: list) -> None: ...  # stop these tasks (their servers stop)
+
+
+class InlineExecutor:
+    """Runs each task in this process when it is waited for, oldest first (tests, benchmarks)."""
+
+    def __init__(self):
+        self._n, self._tasks = 0, {}
+
+    def submit(self, task: Task) -> int:
+        self._n += 1
+        self._tasks[self._n] = task
+        return self._n
+
+    def wait(self, handles: list) -> tuple[int, dict]:
+        h = min(handles)
+        return h, run(self._tasks.pop(h))
+
+    def cancel(self, handles: list) -> None:
+        for h in handles:
+            self._tasks.pop(h, None)

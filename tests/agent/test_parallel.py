@@ -11,11 +11,11 @@ from agent import cluster, fanout, speculate
 from agent import run as runlib
 from agent.config import Budget, Measure
 from agent.decide import objective_value
-from agent.parallel import InlineExecutor, Open
+from agent.parallel import Open
 from agent.planners.base import PHASES, Proposal
 from agent.planners.builtin import BuiltinPlanner
 from tools.candidate import Candidate, Parallel
-from agent.worker import run as run_task
+from agent.worker import InlineExecutor, run as run_task
 from tests.agent.conftest import small_config
 
 

@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip
 from agent import cluster  # noqa: E402
 from agent import run as runlib  # noqa: E402
 from agent.ledger import Ledger  # noqa: E402
-from agent.parallel import InlineExecutor  # noqa: E402
+from agent.worker import InlineExecutor  # noqa: E402
 from agent.config import Budget  # noqa: E402
 from tests.agent.conftest import small_config  # noqa: E402
 

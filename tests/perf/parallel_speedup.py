@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from agent import cluster  # noqa: E402
 from agent import run as runlib  # noqa: E402
 from agent.config import RunConfig, Target  # noqa: E402
-from agent.parallel import InlineExecutor  # noqa: E402
+from agent.worker import InlineExecutor  # noqa: E402
 
 # deepseek-v3/h200 cannot launch the bf16 baseline in the sim (it needs fp8 there): b300 instead
 PAIRS = ("glm-5.2/mi355x", "qwen3-235b-a22b/b200", "deepseek-v3/b300")
