@@ -5,8 +5,8 @@ for proposals while fewer than N trials are open, records each (so the next ask 
 planners are rebuilt from the ledger and skip what is queued), and hands their work to an
 `Executor` (agent/cluster.py runs it as Ray tasks, one per node; agent/worker.py's
 `InlineExecutor` runs it in process). Results are recorded the moment they arrive, in whatever
-order the workers finish; the keep/revert rule then decides the open trials strictly in proposal order against one incumbent,
-so a run's verdicts never depend on which worker finished first.
+order the workers finish; the keep/revert rule then decides the open trials strictly in proposal
+order against one incumbent, so a run's verdicts never depend on which worker finished first.
 
 A batch holds candidates of one phase. Once that phase has nothing more to propose and nodes are
 free, candidates of the next phase run ahead on a provisional incumbent (agent/speculate.py) and
