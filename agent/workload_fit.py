@@ -8,23 +8,9 @@ workload the user gave is refused here with the numbers (exit 2); the default on
 """
 from __future__ import annotations
 
-from tools.bench.workload import Workload
+from tools.bench.workload import Workload, window
 from agent.errors import BadInput
 from tools.models import KV_DTYPE_BYTES, PRECISIONS
-
-# The flags by which a framework caps the context below the model's own window.
-CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--max_model_len", "--context_length")
-
-
-def window(card, base_flags: dict) -> tuple[int | None, str]:
-    """The context the server will allow, and where that number comes from."""
-    w, src = int(getattr(card, "max_position_embeddings", 0) or 0) or None, "the model's max_position_embeddings"
-    for flag in CONTEXT_FLAGS:
-        v = base_flags.get(flag)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0 and (w is None or v < w):
-            w, src = v, f"base_flags {flag} {v}"
-    return w, src
-
 
 def _kv_fits(card, hw, tokens: int) -> tuple[bool, float, float]:
     """One request's KV against the node's memory left after the weights, in GB, both at the most

@@ -62,7 +62,7 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
                  framework_version: str | None = None) -> dict:
     from sandboxes.sim import SimSandbox
     from sandboxes.sim.estimate import estimate
-    from tools.bench.workload import Workload
+    from tools.bench.workload import Workload, window
 
     card, prof = get_model(model), get_hardware(hw)
     cand = candidate_from_cli(framework, weights, tail, framework_version)
@@ -74,6 +74,11 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
         raise BadInput(f"tp x dp = {gpus} GPUs, but a {hw} node has {prof.gpus_per_node}")
     if not (0.0 <= prefix_hit <= 1.0) or input_len < 1 or output_len < 1:
         raise BadInput("--input-len and --output-len must be >= 1 and --prefix-hit within [0, 1]")
+    limit, src = window(card, cand.flags, "the flag")
+    if limit is not None and input_len + output_len > limit:  # every request would be refused
+        raise BadInput(f"--input-len {input_len} + --output-len {output_len} = {input_len + output_len} tokens, "
+                       f"beyond {model}'s context of {limit} ({src}): every request would be refused; "
+                       f"pass shorter lengths")
     notes: list[str] = [fw.version_note] if fw.version_note else []
     with tempfile.TemporaryDirectory(prefix="inferloop-estimate-") as d:
         run_dir = Path(d)

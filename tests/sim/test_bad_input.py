@@ -23,6 +23,11 @@ def run(capsys, *args):
     (["--", "--tp-size", "16"], "16", "8"),
     (["--rates", "1,x", *SPEC], "1,x", "comma-separated"),
     (["--framework", "vllm", "--", "--speculative-config", "{bad"], "{bad", "--speculative-config"),
+    # a workload beyond the context: every request would be refused (the story's 20k/1k default
+    # on a small model), or beyond the --max-model-len given
+    (["--model", "smollm2-135m", "--hw", "cpu", "--framework", "vllm", "--weights", "bf16"], "21000", "context of 8192"),
+    (["--model", "smollm2-135m", "--hw", "cpu", "--framework", "vllm", "--weights", "bf16", "--input-len", "2000",
+      "--output-len", "64", "--", "--max-model-len", "1024"], "2064", "--max-model-len 1024"),
 ])
 def test_bad_input_exits_2_naming_value_and_allowed(capsys, args, bad, allowed):
     code, err = run(capsys, *args)

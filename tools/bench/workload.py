@@ -45,3 +45,18 @@ def schedule(w: Workload, *, n: int, rate: float | None, seed: int = 0) -> list[
                         arrival_s=float(arrivals[i]), prefix_tokens=min(prefix, ins[i]),
                         prefix_group=int(i % w.prefix_groups), random_tokens=w.random_tokens)
             for i in range(n)]
+
+
+# The flags by which a framework caps the context below the model's own window.
+CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--max_model_len", "--context_length")
+
+
+def window(card, flags: dict, where: str = "base_flags") -> tuple[int | None, str]:
+    """The context the server will allow given these launch flags, and where that number comes
+    from (`where`: what the flags are called to the user)."""
+    w, src = int(getattr(card, "max_position_embeddings", 0) or 0) or None, "the model's max_position_embeddings"
+    for flag in CONTEXT_FLAGS:
+        v = flags.get(flag)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0 and (w is None or v < w):
+            w, src = v, f"{where} {flag} {v}"
+    return w, src
