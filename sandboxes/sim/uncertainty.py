@@ -44,7 +44,10 @@ def nearest_group(framework: str, hw: str, groups: dict) -> tuple[str | None, st
 
 def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
     """The band to print beside a prediction: {group, basis, n, tok_s_sd, tok_s_factor, ...}."""
-    groups = (tbl or table.load()).get("groups", {})
+    tbl = tbl or table.load()
+    if _vendor(hw) == "cpu":
+        return _cpu(framework, (tbl.get("cpu_fit") or {}).get("judged"))
+    groups = tbl.get("groups", {})
     key, basis = nearest_group(framework, hw, groups)
     if key is None:
         return {"group": None, "basis": basis, "n": 0,
@@ -65,6 +68,27 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
             out[f"{name}_n"] = g[metric]["n"]
     out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: "
                       f"{g['n']} public points in {key})")
+    return out
+
+
+def _cpu(framework: str, judged: dict | None) -> dict:
+    """A CPU has no public points: its row is fitted to the live testbed (tests/perf/cpu_profile.py),
+    and the spread on the load levels that fit did not see is the band."""
+    if not judged:
+        return {"group": None, "basis": "far from any calibrated group", "n": 0,
+                "message": f"{framework} on cpu: no live testbed fit recorded"}
+    exact = framework == judged["framework"]
+    basis = ("calibrated on the live testbed" if exact else
+             f"extrapolated from {judged['framework']} on the live testbed (other framework)")
+    n = len(judged["levels"])
+    out: dict = {"group": f"{judged['framework']}/cpu", "basis": basis, "n": n}
+    for name in ("tok_s", "tpot", "ttft"):
+        if judged.get(f"{name}_sd") is not None:
+            sd = judged[f"{name}_sd"] * (1.0 if exact else EXTRAPOLATION_WIDENING)
+            out.update({f"{name}_sd": round(sd, 4), f"{name}_factor": round(math.exp(sd), 3), f"{name}_n": n})
+    out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: {n} load levels of "
+                      f"{judged['model']} on {judged['machine']}, {judged['serving_mode']}; other models and "
+                      f"machines are extrapolated)")
     return out
 
 

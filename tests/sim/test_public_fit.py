@@ -177,6 +177,20 @@ def test_uncertainty_names_its_group_and_says_when_it_is_far():
     assert far["group"] is None and "far from any calibrated group" in far["message"]
 
 
+def test_on_a_cpu_the_band_is_the_live_testbed_fits_spread_on_the_levels_it_did_not_fit():
+    judged = {"framework": "vllm", "model": "smollm2-135m", "levels": [1, 4, 16], "machine": "AMD EPYC",
+              "serving_mode": "eager-bf16", "tok_s_sd": 0.2, "ttft_sd": 0.3, "tpot_sd": 0.05}
+    tbl = {"groups": {"all": {"n": 40, "output_tok_s": {"n": 40, "bias": 0.0, "sd": 0.2}}}, "cpu_fit": {"judged": judged}}
+    u = uncertainty("vllm", "cpu", tbl)
+    assert (u["group"], u["n"], u["tok_s_sd"], u["ttft_sd"]) == ("vllm/cpu", 3, 0.2, 0.3)
+    assert "live testbed" in u["message"] and "AMD EPYC" in u["message"] and "+-22% tok/s" in u["message"]
+    other = uncertainty("sglang", "cpu", tbl)  # another framework on the CPU: extrapolated, wider
+    assert other["tok_s_sd"] == pytest.approx(0.3) and "extrapolated from vllm" in other["basis"]
+    assert uncertainty("vllm", "cpu", {"groups": {}})["group"] is None  # no fit recorded: it says so
+    shipped = uncertainty("vllm", "cpu")  # the shipped table carries the recorded fit's spread
+    assert shipped["group"] == "vllm/cpu" and shipped["tok_s_factor"] > 1.0
+
+
 def test_estimate_output_gets_the_band_of_its_group():
     from sandboxes.sim.uncertainty import for_estimate
     u = for_estimate("sglang", "mi355x", {"knee": {"tok_s": 1000.0}, "single_stream_tok_s": None})
