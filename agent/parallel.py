@@ -225,8 +225,9 @@ class Driver:
         if not parts:
             return self._submit(o, REPEAT)
         base = self._task(o, REPEAT)
-        for i, (side, nth) in enumerate(parts):
-            self._send(o, replace(base, side=side, nth=nth, step=base.step + i), self.now)
+        for i, (side, nth) in enumerate(parts):  # each side its own dir: two nodes of one host never share a tree
+            self._send(o, replace(base, side=side, nth=nth, step=base.step + i,
+                                  work_dir=f"{base.work_dir}-{side}-{nth}"), self.now)
 
     def _send(self, o: Open, task: Task, start: float) -> None:
         o.out[self.executor.submit(task)] = (task, start)

@@ -94,6 +94,7 @@ class Scripted(InlineExecutor):
         h = min(handles)
         t = self._tasks.pop(h)
         self.seen = [*getattr(self, "seen", []), (t.trial_id, t.need, t.side, t.nth, len(handles))]
+        self.dirs = {*getattr(self, "dirs", set()), t.work_dir}
         here = sum(1 for r in t.rows if r[0] == "incumbent")
         if t.need == "first":
             want = [("candidate", 0)]
@@ -118,6 +119,7 @@ def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_inc
     # a's repeats went out a side per node, each side's measurement numbered as one node would
     assert [(side, nth) for tid, need, side, nth, _ in ex.seen if tid == 2 and need == "repeat"] == \
         [("incumbent", 0), ("candidate", 1), ("incumbent", 1), ("candidate", 2)]
+    assert sum(d.rsplit("/", 1)[1].startswith("trial-0002") for d in ex.dirs) == 5  # its first + 4 sides, each its own
     t = {x["id"]: x for x in led.trials()}
     assert [t[i]["verdict"] for i in (1, 2, 3)] == ["kept", "kept", "reverted"], [x["reason"] for x in t.values()]
     c = t[4]
