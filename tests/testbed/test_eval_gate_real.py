@@ -8,8 +8,12 @@ tests/testbed/test_flag_difference_real.py) together with a setting that breaks 
 speed gain passes the performance check by far, so only the eval gate can stop the step:
 - any CPU: `--max-model-len` just long enough for the benchmark's requests: the long-context
   eval's prompts (the workload's length plus a question) no longer fit, and vLLM refuses them;
-- a CPU where vLLM-CPU's eager bf16 path computes garbage (sandboxes/testbed/mode.py found it and chose
-  another mode): the step switches back to eager bf16, the faster mode whose answers collapse.
+- a CPU where vLLM-CPU's eager bf16 answers the smoke prompt wrong (sandboxes/testbed/mode.py found
+  it and chose another mode): the step switches back to eager bf16, and the gate judges it by the
+  evals, not by that one answer. Measured on such a CPU (an AMX Xeon, 2026-12-01): eager bf16
+  answered 20 QA items exactly as eager fp32 did and one more long-context item, and of six chat
+  prompts fp32 got "the capital of Italy" wrong where bf16 was right: SmolLM2-135M's greedy
+  answers flip with bf16 vs fp32 rounding, either way. The gate kept the step, rightly.
 """
 from __future__ import annotations
 
@@ -85,12 +89,24 @@ def test_truncating_max_model_len_is_rejected_by_the_eval_gate(testbed, tmp_path
     assert t["numbers"]["evals"]["longctx"]["candidate"] == 0.0  # every long prompt refused
 
 
-def test_eager_bf16_is_rejected_where_it_computes_garbage(testbed, tmp_path):
+def test_eager_bf16_where_it_fails_the_smoke_prompt_is_judged_by_the_evals(testbed, tmp_path):
     tried = {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
     if tried.get("eager-bf16") is not False:
-        pytest.skip(f"this CPU computes eager bf16 right ({testbed.mode.get('cpu', {}).get('model_name', '?')}, "
-                    f"serving mode {testbed.mode['mode']}): the defect is not here to reject")
+        pytest.skip(f"eager bf16 answered the smoke prompt right on this CPU "
+                    f"({testbed.mode.get('cpu', {}).get('model_name', '?')}, serving mode {testbed.mode['mode']})")
     out, t, led = _replay(testbed, tmp_path, testbed.serving_flags,
                           {"--enforce-eager": True, "--dtype": "bfloat16"},
                           "lift the sequence limit, in the faster eager bf16 mode")
-    _assert_rejected_by_evals(out, t, led, "qa")
+    n = t["numbers"]
+    assert n["gain"] > n["noise"] and min(n["candidate"]) > max(n["incumbent"]), t["reason"]  # speed passed
+    evals = n["evals"]
+    assert set(evals) == {"longctx", "qa"}, evals  # both tasks were run on both sides, item for item
+    regressed = sorted(task for task, e in evals.items() if not e["non_inferior"])
+    best = led.trial(led.incumbent())["candidate"]
+    if regressed:  # answers that break on the evals: reverted, naming them, never deployed
+        assert t["verdict"] == "reverted" and t["reason"].startswith("eval regression"), t["reason"]
+        assert all(f"{task} " in t["reason"] for task in regressed) and best["flags"]["--max-num-seqs"] == 1
+    else:  # answers the evals cannot tell from the incumbent's: kept and deployed
+        assert t["verdict"] == "kept" and "non-inferior" in t["reason"], t["reason"]
+        assert out["best"]["flags"] == t["candidate"]["flags"] == best["flags"]
+    print(f"eager bf16 here: {t['verdict']}: {t['reason']}")
