@@ -46,7 +46,8 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
     """The band to print beside a prediction: {group, basis, n, tok_s_sd, tok_s_factor, ...}."""
     tbl = tbl or table.load()
     if _vendor(hw) == "cpu":
-        return _cpu(framework, (tbl.get("cpu_fit") or {}).get("judged"))
+        fit = tbl.get("cpu_fit") or {}
+        return _cpu(framework, fit.get("judged"), fit.get("checks", []))
     groups = tbl.get("groups", {})
     key, basis = nearest_group(framework, hw, groups)
     if key is None:
@@ -71,9 +72,10 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
     return out
 
 
-def _cpu(framework: str, judged: dict | None) -> dict:
+def _cpu(framework: str, judged: dict | None, checks: list[dict] = ()) -> dict:
     """A CPU has no public points: its row is fitted to the live testbed (tests/perf/cpu_profile.py),
-    and the spread on the load levels that fit did not see is the band."""
+    and the band is the larger of the spread on the load levels the fit did not see and the spread
+    on machines it was not fitted to (`checks`), since a user's CPU is rarely the one it was fitted on."""
     if not judged:
         return {"group": None, "basis": "far from any calibrated group", "n": 0,
                 "message": f"{framework} on cpu: no live testbed fit recorded"}
@@ -83,12 +85,14 @@ def _cpu(framework: str, judged: dict | None) -> dict:
     n = len(judged["levels"])
     out: dict = {"group": f"{judged['framework']}/cpu", "basis": basis, "n": n}
     for name in ("tok_s", "tpot", "ttft"):
-        if judged.get(f"{name}_sd") is not None:
-            sd = judged[f"{name}_sd"] * (1.0 if exact else EXTRAPOLATION_WIDENING)
+        sds = [x[f"{name}_sd"] for x in (judged, *checks) if x.get(f"{name}_sd") is not None]
+        if sds:
+            sd = max(sds) * (1.0 if exact else EXTRAPOLATION_WIDENING)
             out.update({f"{name}_sd": round(sd, 4), f"{name}_factor": round(math.exp(sd), 3), f"{name}_n": n})
+    also = "".join(f", checked on {c['machine']}, {c['serving_mode']}" for c in checks)
     out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: {n} load levels of "
-                      f"{judged['model']} on {judged['machine']}, {judged['serving_mode']}; other models and "
-                      f"machines are extrapolated)")
+                      f"{judged['model']} on {judged['machine']}, {judged['serving_mode']}{also}; other models "
+                      f"are extrapolated)")
     return out
 
 

@@ -2,7 +2,7 @@
 prediction for SmolLM2-135M on vLLM-CPU vs `agent bench` on the real testbed server, measured in
 the same run, at concurrency 1, 4 and 16 (output tok/s and TTFT p50); target within 25%.
 
-    python tests/perf/cpu_profile.py [--fit] [--out tests/perf/results/cpu_profile.json]
+    python tests/perf/cpu_profile.py [--fit | --record] [--from RESULT] [--out tests/perf/results/cpu_profile.json]
 
 One server (the testbed's proven serving mode, sandboxes/testbed/mode.json) serves every level.
 The judged levels are 1, 4, 16; levels 2 and 8 are measured too and are the only data `--fit`
@@ -110,6 +110,9 @@ def main() -> None:
     ap.add_argument("--waves", type=int, default=3, help="requests per level = waves x concurrency (at least 8)")
     ap.add_argument("--tolerance", type=float, default=0.25)
     ap.add_argument("--fit", action="store_true", help="fit the cpu row to the levels 2 and 8 first, and ship it")
+    ap.add_argument("--record", action="store_true",
+                    help="without --fit: record this machine's errors on the judged levels beside the shipped fit, "
+                         "as a check on a machine it was not fitted to (agent estimate's CPU band includes it)")
     ap.add_argument("--vllm-version", default="0.32.0", help="the testbed's vllm-cpu (sandboxes/testbed/paths.py)")
     ap.add_argument("--from", dest="src", type=Path,
                     help="take the measurements from this recorded result instead of the server (refit / re-predict)")
@@ -174,6 +177,13 @@ def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
                        **({"predicted_by_the_row_before_the_fit": before[c]} if before else {})})
         print(f"  c={c:2d} ({levels[-1]['role']:6s}) tok/s {m['tok_s']:7.1f} meas {p['tok_s']:7.1f} sim "
               f"({e['tok_s']:+.0%})  TTFT {m['ttft_p50_s']:.3f} meas {p['ttft_p50_s']:.3f} sim ({e['ttft_p50_s']:+.0%})")
+    spread = {f"{n}_sd": _rms_log(levels, k) for n, k in (("tok_s", "tok_s"), ("ttft", "ttft_p50_s"), ("tpot", "tpot_p50_s"))}
+    where = {"machine": run.get("cpu_model", "unknown"), "serving_mode": serving_mode}
+    if a.record and not a.fit:  # one check per machine and mode: a newer one replaces it
+        doc = table.load()
+        checks = [c for c in doc["cpu_fit"].get("checks", []) if {k: c[k] for k in where} != where]
+        doc["cpu_fit"]["checks"] = [*checks, {**where, **spread, "measured_at": run.get("measured_at")}]
+        table.TABLE_PATH.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     if a.fit:  # ship the row; the calibration keeps it (the public points do not reach cpu)
         doc = with_row(table.load(), row)
         doc["cpu_fit"] = {"fitted": list(FITTED), "to": f"agent bench on the testbed at concurrency {list(FIT)}",
@@ -181,9 +191,7 @@ def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
                           "by": "tests/perf/cpu_profile.py --fit",
                           # what agent estimate prints as its band on a CPU (sandboxes/sim/uncertainty.py)
                           "judged": {"framework": "vllm", "model": paths.MODEL_NAME, "levels": list(JUDGED),
-                                     "machine": run.get("cpu_model", "unknown"), "serving_mode": serving_mode,
-                                     **{f"{n}_sd": _rms_log(levels, k) for n, k in
-                                        (("tok_s", "tok_s"), ("ttft", "ttft_p50_s"), ("tpot", "tpot_p50_s"))}}}
+                                     **where, **spread}}
         table.TABLE_PATH.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     hw = probe_cpu()
     result = {

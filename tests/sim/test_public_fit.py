@@ -187,6 +187,10 @@ def test_on_a_cpu_the_band_is_the_live_testbed_fits_spread_on_the_levels_it_did_
     other = uncertainty("sglang", "cpu", tbl)  # another framework on the CPU: extrapolated, wider
     assert other["tok_s_sd"] == pytest.approx(0.3) and "extrapolated from vllm" in other["basis"]
     assert uncertainty("vllm", "cpu", {"groups": {}})["group"] is None  # no fit recorded: it says so
+    # a check on a machine the fit never saw widens the band to what that machine showed
+    xeon = {"machine": "Intel Xeon", "serving_mode": "eager-fp32", "tok_s_sd": 0.25, "ttft_sd": 0.1, "tpot_sd": 0.2}
+    w = uncertainty("vllm", "cpu", {**tbl, "cpu_fit": {"judged": judged, "checks": [xeon]}})
+    assert (w["tok_s_sd"], w["ttft_sd"], w["tpot_sd"]) == (0.25, 0.3, 0.2) and "checked on Intel Xeon" in w["message"]
     shipped = uncertainty("vllm", "cpu")  # the shipped table carries the recorded fit's spread
     assert shipped["group"] == "vllm/cpu" and shipped["tok_s_factor"] > 1.0
 
