@@ -218,10 +218,10 @@ class Driver:
 
     def _repeat(self, o: Open) -> None:
         """The head's repeats: side by side on the free nodes, or both sides on one node in turn."""
-        led, gate = self.rt.ledger, self.rt.config.gate
-        inc_series = len(led.measurements(self.inc, "candidate")) + len(led.measurements(o.tid, "incumbent"))
-        parts = fanout.sides(inc_series, len(led.measurements(o.tid, "incumbent")),
-                             len(led.measurements(o.tid, "candidate")), gate.max_repeats, self.workers - self._busy())
+        rec = LedgerRecorder(self.rt.ledger, o.tid, self.inc)  # the series decide() just read
+        inc, cand = rec.series()
+        parts = fanout.sides(len(inc), rec.count("incumbent"), len(cand), self.rt.config.gate.max_repeats,
+                             self.workers - self._busy())
         if not parts:
             return self._submit(o, REPEAT)
         base = self._task(o, REPEAT)

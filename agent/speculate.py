@@ -5,9 +5,10 @@ is not decided yet (a winner is repeated and evaluated before it is kept). Rathe
 driver proposes the next phase's candidates on a *provisional* incumbent: the one the open trials
 would leave if each were decided on its first measurement, in proposal order (often the
 incumbent itself). A sequential search's points (Optuna, Proposal.params) are treated the same way
-while the phase's screens are open: they build on what the screens found. Each candidate is a full configuration, decided later in proposal order against
-whatever the real incumbent is by then: one built on a winner is what the run would have
-proposed anyway, one built on a loser just loses (and spends a trial of the budget).
+while the phase's screens are open: they build on what the screens found. Each candidate is a
+full configuration, decided later in proposal order against whatever the real incumbent is by
+then: one built on a winner is what the run would have proposed anyway, one built on a loser just
+loses (and spends a trial of the budget).
 
 Deterministic and honest in ground time: the driver speculates only once everything but the
 head's follow-up is back (`quiet`), so what it builds on does not depend on which worker

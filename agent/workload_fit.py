@@ -12,6 +12,7 @@ from tools.bench.workload import Workload, window
 from agent.errors import BadInput
 from tools.models import KV_DTYPE_BYTES, PRECISIONS
 
+
 def _kv_fits(card, hw, tokens: int) -> tuple[bool, float, float]:
     """One request's KV against the node's memory left after the weights, in GB, both at the most
     compact precision known: refuse only what no quantization the loop may try could make fit."""

@@ -89,9 +89,9 @@ def to_config(framework: str, flags: dict, c: Candidate, model: ModelCard, hw: H
                         "ngram": "ngram"}.get(m, "eagle")
             n = int(spec.get("num_speculative_tokens", 1))
             cfg.spec_steps, cfg.spec_topk, cfg.spec_draft_tokens = n, 1, n
-        cfg.max_running, cfg.chunk = _vllm_batch_defaults(hw, cfg.tp * int(g("--pipeline-parallel-size") or 1))
-        cfg.max_running = int(g("--max-num-seqs") or cfg.max_running)
-        cfg.chunk = int(g("--max-num-batched-tokens") or cfg.chunk)
+        seqs, tokens = _vllm_batch_defaults(hw, cfg.tp * int(g("--pipeline-parallel-size") or 1))
+        cfg.max_running = int(g("--max-num-seqs") or seqs)
+        cfg.chunk = int(g("--max-num-batched-tokens") or tokens)
         cfg.dtype = "float32" if str(g("--dtype") or "auto") in ("float32", "float") else "auto"
         cfg.mem_fraction = float(g("--gpu-memory-utilization") or 0.9)
         cfg.prefix_cache = g("--enable-prefix-caching") is not False

@@ -152,6 +152,11 @@ def _upcast(cfg: SimConfig) -> float:
     return 4.0 / get_precision(cfg.weights).bytes_per_weight if cfg.dtype == "float32" else 1.0
 
 
+def _kv_elem(cfg: SimConfig) -> float:
+    """Bytes of one KV cache element: an "auto" cache follows --dtype float32 to 4 bytes."""
+    return 4.0 if cfg.dtype == "float32" and cfg.kv_dtype == "auto" else kv_elem_bytes(cfg.kv_dtype)
+
+
 def weight_bytes_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
     return m.weight_bytes(cfg.weights) * _upcast(cfg) / cfg.tp + _attn_replica_bytes(m, cfg)
 
@@ -163,7 +168,7 @@ def _kv_head_split(m: ModelCard, cfg: SimConfig) -> int:
 
 
 def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
-    b = m.kv_bytes_per_token(cfg.kv_dtype) * (2.0 if cfg.dtype == "float32" and cfg.kv_dtype == "auto" else 1.0)
+    b = m.kv_bytes_per_token(cfg.kv_dtype) * _kv_elem(cfg) / kv_elem_bytes(cfg.kv_dtype)
     if cfg.spec in ("mtp", "eagle", "eagle3") and m.mtp_layers:
         b *= 1 + m.mtp_layers / m.num_hidden_layers
     return b / _kv_head_split(m, cfg)
@@ -210,7 +215,7 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     act = 4.0 if fp32 else 2.0  # bytes of one LM-head / activation value
     peak = hw.peak_tflops("fp32" if fp32 else prec.compute) * 1e12
     bw = hw.hbm_tb_s * 1e12 * eff.bw
-    kvb = 4.0 if fp32 and cfg.kv_dtype == "auto" else kv_elem_bytes(cfg.kv_dtype)
+    kvb = _kv_elem(cfg)
     v = cfg.verify_tokens
     T = n_decode * v + prefill_tokens
     parts: dict[str, float] = {}

@@ -99,6 +99,11 @@ def _rms_log(levels: list[dict], k: str) -> float | None:
     return round(math.sqrt(sum(x * x for x in xs) / len(xs)), 4) if xs else None
 
 
+def ship(doc: dict) -> None:
+    from sandboxes.sim import table
+    table.TABLE_PATH.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
 def with_row(doc: dict, row: dict) -> dict:
     return dict(doc, rows=dict(doc["rows"], **{"cpu/cpu": row}))
 
@@ -183,7 +188,7 @@ def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
         doc = table.load()
         checks = [c for c in doc["cpu_fit"].get("checks", []) if {k: c[k] for k in where} != where]
         doc["cpu_fit"]["checks"] = [*checks, {**where, **spread, "measured_at": run.get("measured_at")}]
-        table.TABLE_PATH.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        ship(doc)
     if a.fit:  # ship the row; the calibration keeps it (the public points do not reach cpu)
         doc = with_row(table.load(), row)
         doc["cpu_fit"] = {"fitted": list(FITTED), "to": f"agent bench on the testbed at concurrency {list(FIT)}",
@@ -192,7 +197,7 @@ def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
                           # what agent estimate prints as its band on a CPU (sandboxes/sim/uncertainty.py)
                           "judged": {"framework": "vllm", "model": paths.MODEL_NAME, "levels": list(JUDGED),
                                      **where, **spread}}
-        table.TABLE_PATH.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        ship(doc)
     hw = probe_cpu()
     result = {
         "what": "the sim's cpu prediction vs agent bench on the real testbed, same run",

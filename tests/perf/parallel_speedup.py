@@ -67,9 +67,9 @@ def one_run(pair: str, seed: int, workers: int, work: Path, executor) -> dict:
 
 
 def where_time_goes(led, curve: list) -> dict:
-    """Per phase: its trials, repeat rounds (each measures the incumbent again) and the ground time of its last verdict (one curve point per
-    trial, in proposal order); and the trials that ran ahead (started before a trial of an earlier
-    phase was decided), how many of them were kept."""
+    """Per phase: its trials, repeat rounds (each measures the incumbent again) and the ground time
+    of its last verdict (one curve point per trial, in proposal order); and the trials that ran
+    ahead (started before a trial of an earlier phase was decided), how many of them were kept."""
     phases: dict = {}
     trials = led.trials()
     for t, (ground, _) in zip(trials, curve):
