@@ -117,8 +117,10 @@ def probe_cpu() -> HardwareProfile:
     # (oneDNN bf16) reach the vector units' peak far better, so the profile's peak comes from the
     # ISA and clock, and the probe is kept alongside for the record.
     peak = max(flops, cores * _ghz() * 1e9 * _flops_per_cycle())
+    # The floor only guards a broken timer: a real floor (it was 10 GB/s) hid the slower of two
+    # machines of one kind (8.3 vs 10.4 GB/s measured, decode 18% slower), so the sim called both fast.
     return HardwareProfile(name="cpu", vendor="cpu", device_name="cpu", hbm_gb=round(mem_gb, 1),
-                           hbm_tb_s=max(bw, 10e9) / 1e12,
+                           hbm_tb_s=max(bw, 1e9) / 1e12,
                            tflops={"bf16": peak / 1e12, "fp32": peak / 2e12, "probe_fp32": flops / 1e12},
                            scaleup_gb_s=bw / 1e9,
                            gpus_per_node=1, tdp_w=15.0 * cores, usd_per_gpu_h=0.05 * cores,

@@ -9,6 +9,7 @@ and a configuration near no calibrated group says that instead of a number.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from sandboxes.sim import table
 from tools.hardware import get_hardware
@@ -75,7 +76,8 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
 def _cpu(framework: str, judged: dict | None, checks: list[dict] = ()) -> dict:
     """A CPU has no public points: its row is fitted to the live testbed (tests/perf/cpu_profile.py),
     and the band is the larger of the spread on the load levels the fit did not see and the spread
-    on machines it was not fitted to (`checks`), since a user's CPU is rarely the one it was fitted on."""
+    on machines it was not fitted to (`checks`: each machine of a several-machine fit judged by a fit
+    to the others, or one checked later), since a user's CPU is rarely one it was fitted on."""
     if not judged:
         return {"group": None, "basis": "far from any calibrated group", "n": 0,
                 "message": f"{framework} on cpu: no live testbed fit recorded"}
@@ -89,10 +91,15 @@ def _cpu(framework: str, judged: dict | None, checks: list[dict] = ()) -> dict:
         if sds:
             sd = max(sds) * (1.0 if exact else EXTRAPOLATION_WIDENING)
             out.update({f"{name}_sd": round(sd, 4), f"{name}_factor": round(math.exp(sd), 3), f"{name}_n": n})
-    also = "".join(f", checked on {c['machine']}, {c['serving_mode']}" for c in checks)
+    held = Counter(f"{c['machine']} {c['serving_mode']}" for c in checks if c.get("held_out"))
+    if held:  # a fit to several machines, each judged by a fit to the others (cpu_profile.py --fit --from ...)
+        where = f"{sum(held.values())} machines, each also judged by a fit to the others: " + ", ".join(
+            m + (f" x{k}" if k > 1 else "") for m, k in held.items())
+    else:
+        where = f"{judged['machine']}, {judged['serving_mode']}"
+    where += "".join(f", checked on {c['machine']}, {c['serving_mode']}" for c in checks if not c.get("held_out"))
     out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: {n} load levels of "
-                      f"{judged['model']} on {judged['machine']}, {judged['serving_mode']}{also}; other models "
-                      f"are extrapolated)")
+                      f"{judged['model']} on {where}; other models are extrapolated)")
     return out
 
 

@@ -2,7 +2,7 @@
 prediction for SmolLM2-135M on vLLM-CPU vs `agent bench` on the real testbed server, measured in
 the same run, at concurrency 1, 4 and 16 (output tok/s and TTFT p50); target within 25%.
 
-    python tests/perf/cpu_profile.py [--fit | --record] [--from RESULT] [--out tests/perf/results/cpu_profile.json]
+    python tests/perf/cpu_profile.py [--fit | --record] [--from RESULT ...] [--live] [--out tests/perf/results/cpu_profile.json]
 
 One server (the testbed's proven serving mode, sandboxes/testbed/mode.json) serves every level.
 The judged levels are 1, 4, 16; levels 2 and 8 are measured too and are the only data `--fit`
@@ -12,10 +12,17 @@ error, before the judged levels are predicted; the fitted row is written into
 sandboxes/sim/calibration.json (`python -m sandboxes.sim.calibrate` keeps rows the public
 points do not reach). The machine is shared: os.getloadavg() before and after is recorded, and
 the hardware probe the sim read (tools.hardware.probe_cpu) with it.
+
+Machines of this kind differ (CPU, memory bandwidth, the serving mode that computes right), so a
+fit to one machine says little about the next. `--from` takes recorded results of other machines
+(`--live` measures this one as well); `--fit` fits them all at once, each predicted for its own
+probe and serving flags, and judges each machine again with a fit to the others alone: that
+leave-one-machine-out spread is what `agent estimate --hw cpu` prints as its band.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -68,8 +75,9 @@ def _err(pred: float | None, meas: float | None) -> float | None:
     return None if not pred or not meas else pred / meas - 1.0
 
 
-def fit(a, flags: list[str], measured: dict[int, dict]) -> dict:
-    """Fit the cpu row on the FIT levels only (tok/s, TTFT p50, TPOT p50; log error)."""
+def fit(a, runs: list[dict]) -> dict:
+    """Fit the cpu row on the FIT levels of every recording in `runs` at once (tok/s, TTFT p50,
+    TPOT p50; log error), each predicted for its own machine (probe) and serving flags."""
     import numpy as np
     from scipy.optimize import least_squares
     from sandboxes.sim import table
@@ -79,11 +87,13 @@ def fit(a, flags: list[str], measured: dict[int, dict]) -> dict:
 
     def resid(x):
         row = dict(row0, **{k: float(v) for k, v in zip(FITTED, np.exp(x))})
+        out = []
         with table.using(with_row(doc, row)):
-            out = []
-            for c in FIT:
-                p, m = predict(a, c, flags), measured[c]
-                out += [math.log(p[k] / m[k]) for k in METRICS]
+            for run in runs:
+                with pinned(run["probe"]):
+                    for c in FIT:
+                        p, m = predict(a, c, run["flags"]), run["measured"][str(c)]
+                        out += [math.log(p[k] / m[k]) for k in METRICS]
         return out
 
     lo = np.log([BOUNDS[k][0] for k in FITTED])
@@ -119,14 +129,31 @@ def main() -> None:
                     help="without --fit: record this machine's errors on the judged levels beside the shipped fit, "
                          "as a check on a machine it was not fitted to (agent estimate's CPU band includes it)")
     ap.add_argument("--vllm-version", default="0.32.0", help="the testbed's vllm-cpu (sandboxes/testbed/paths.py)")
-    ap.add_argument("--from", dest="src", type=Path,
-                    help="take the measurements from this recorded result instead of the server (refit / re-predict)")
+    ap.add_argument("--from", dest="src", type=Path, action="append", default=[],
+                    help="a recorded result (repeatable): its measurements instead of the server's, predicted for "
+                         "the machine and serving mode that measured them; with --fit, all are fitted together")
+    ap.add_argument("--live", action="store_true", help="with --from: measure this machine's server as well")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "cpu_profile.json")
     a = ap.parse_args()
-    if a.src:  # predict for the server and the machine that measured, not for this one
-        run = json.loads(a.src.read_text())
-        pin_probe(run["probe"])
-        return report(a, run["server"]["flags"], run, run["server"]["serving_mode"])
+    runs = [recording(json.loads(f.read_text()), f.name) for f in a.src]
+    if a.live or not runs:
+        runs.append(live(a))
+    report(a, runs)
+
+
+def recording(run: dict, source: str) -> dict:
+    """One machine's measurements as a recorded result holds them (a one-machine result, or each
+    machine of a several-machine one is given as its own file)."""
+    if "machines" in run:
+        raise SystemExit(f"{source} holds {len(run['machines'])} machines' recordings: give each machine's own result")
+    return {"source": source, "flags": run["server"]["flags"], "serving_mode": run["server"]["serving_mode"],
+            **{k: run[k] for k in ("measured", "probe", "loadavg_before", "loadavg_after", "wall_s", "measured_at",
+                                   "cpu_model", "cpu_model_note") if k in run}}
+
+
+def live(a) -> dict:
+    """This machine's testbed server measured at every level, now."""
+    from tools.hardware import probe_cpu
     flags = [t for k, v in candidate().flags.items() for t in ((k,) if v is True else (k, str(v)))]
     build(say=lambda m: print(m, file=sys.stderr, flush=True))
     load_before, t0 = os.getloadavg(), time.monotonic()
@@ -138,10 +165,14 @@ def main() -> None:
                 measured[c] = measure(server.url, a, c)
                 print(f"  c={c:2d} measured tok/s {measured[c]['tok_s']:7.1f}  TTFT p50 {measured[c]['ttft_p50_s']:.3f} s",
                       file=sys.stderr, flush=True)
-    report(a, flags, {"measured": {str(c): m for c, m in measured.items()}, "loadavg_before": load_before,
-                      "loadavg_after": os.getloadavg(), "wall_s": round(time.monotonic() - t0, 1),
-                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      "cpu_model": cpu_model()}, mode.load(paths.root())["mode"])
+    hw = probe_cpu()
+    return {"source": "live", "flags": flags, "serving_mode": mode.load(paths.root())["mode"],
+            "measured": {str(c): m for c, m in measured.items()},
+            "probe": {"cores": hw.compute_units, "bf16_tflops": hw.tflops.get("bf16"), "hbm_tb_s": hw.hbm_tb_s,
+                      # numpy's fp32 matmul, measured: not used by the sim yet, kept for a later fit
+                      "probe_fp32_tflops": hw.tflops.get("probe_fp32")},
+            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "wall_s": round(time.monotonic() - t0, 1),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu_model": cpu_model()}
 
 
 def cpu_model() -> str:
@@ -150,71 +181,110 @@ def cpu_model() -> str:
     return names[0] if names else "unknown"
 
 
-def pin_probe(probe: dict) -> None:
-    """Make the sim's `cpu` the machine a recorded result was measured on (its probe's cores,
+@contextlib.contextmanager
+def pinned(probe: dict):
+    """The sim's `cpu` is, meanwhile, the machine a recording was measured on (its probe's cores,
     copy bandwidth and bf16 peak; fp32 at half of it, as tools.hardware.probe_cpu states)."""
     from tools import hardware
-    recorded = hardware.probe_cpu().model_copy(update={
+    real = hardware.probe_cpu
+    recorded = real().model_copy(update={
         "compute_units": probe["cores"], "hbm_tb_s": probe["hbm_tb_s"], "scaleup_gb_s": probe["hbm_tb_s"] * 1e3,
         "tflops": {"bf16": probe["bf16_tflops"], "fp32": probe["bf16_tflops"] / 2}})
     hardware.probe_cpu = lambda: recorded
+    try:
+        yield
+    finally:
+        hardware.probe_cpu = real
 
 
-def report(a, flags: list[str], run: dict, serving_mode: str) -> None:
-    """Predict (after fitting, with --fit) and write the result; `run` holds the measurements."""
+def judge(a, run: dict, row: dict) -> tuple[list[dict], bool]:
+    """Every level of one recording predicted with `row` for its machine: (levels, target met)."""
     from sandboxes.sim import table
-    from tools.hardware import probe_cpu
-    measured = {int(c): m for c, m in run["measured"].items()}
-    shipped = table.load()["rows"]["cpu/cpu"]
-    before = {c: predict(a, c, flags) for c in sorted(JUDGED + FIT)} if a.fit else {}
-    row = fit(a, flags, measured) if a.fit else shipped
     levels, ok = [], True
-    for c in sorted(JUDGED + FIT):
-        with table.using(with_row(table.load(), row)):
-            p = predict(a, c, flags)
-        m = measured[c]
-        e = {k: _err(p[k], m[k]) for k in METRICS}
-        within = all(e[k] is not None and abs(e[k]) <= a.tolerance for k in ("tok_s", "ttft_p50_s"))
-        if c in JUDGED:
-            ok = ok and within
-        levels.append({"concurrency": c, "role": "judged" if c in JUDGED else "fit", "measured": m,
-                       "predicted": p, "error": e, "within": within,
-                       **({"predicted_by_the_row_before_the_fit": before[c]} if before else {})})
-        print(f"  c={c:2d} ({levels[-1]['role']:6s}) tok/s {m['tok_s']:7.1f} meas {p['tok_s']:7.1f} sim "
-              f"({e['tok_s']:+.0%})  TTFT {m['ttft_p50_s']:.3f} meas {p['ttft_p50_s']:.3f} sim ({e['ttft_p50_s']:+.0%})")
-    spread = {f"{n}_sd": _rms_log(levels, k) for n, k in (("tok_s", "tok_s"), ("ttft", "ttft_p50_s"), ("tpot", "tpot_p50_s"))}
-    where = {"machine": run.get("cpu_model", "unknown"), "serving_mode": serving_mode}
-    if a.record and not a.fit:  # one check per machine and mode: a newer one replaces it
-        doc = table.load()
-        checks = [c for c in doc["cpu_fit"].get("checks", []) if {k: c[k] for k in where} != where]
-        doc["cpu_fit"]["checks"] = [*checks, {**where, **spread, "measured_at": run.get("measured_at")}]
+    with table.using(with_row(table.load(), row)), pinned(run["probe"]):
+        for c in sorted(JUDGED + FIT):
+            p, m = predict(a, c, run["flags"]), run["measured"][str(c)]
+            e = {k: _err(p[k], m[k]) for k in METRICS}
+            within = all(e[k] is not None and abs(e[k]) <= a.tolerance for k in ("tok_s", "ttft_p50_s"))
+            ok = ok and (within or c not in JUDGED)
+            levels.append({"concurrency": c, "role": "judged" if c in JUDGED else "fit", "measured": m,
+                           "predicted": p, "error": e, "within": within})
+    return levels, ok
+
+
+SPREADS = {"tok_s_sd": "tok_s", "ttft_sd": "ttft_p50_s", "tpot_sd": "tpot_p50_s"}
+
+
+def spread(levels: list[dict]) -> dict:
+    return {name: _rms_log(levels, k) for name, k in SPREADS.items()}
+
+
+def report(a, runs: list[dict]) -> None:
+    """Predict (after fitting, with --fit) every recording and write the result. With --fit over
+    several recordings, each is also judged by a fit to the others alone (leave one machine out):
+    that spread, not the in-sample one, is what a user's own CPU should expect."""
+    from sandboxes.sim import table
+    shipped = table.load()["rows"]["cpu/cpu"]
+    row = fit(a, runs) if a.fit else shipped
+    machines, ok = [], True
+    for i, run in enumerate(runs):
+        levels, met = judge(a, run, row)
+        ok = ok and met
+        m = {**{k: v for k, v in run.items() if k != "flags"}, "levels": levels, "target_met": met, **spread(levels)}
+        if a.fit and len(runs) > 1:
+            held, held_met = judge(a, run, fit(a, runs[:i] + runs[i + 1:]))
+            m["held_out"] = {"target_met": held_met, **spread(held),
+                             "error": {lv["concurrency"]: lv["error"] for lv in held if lv["role"] == "judged"}}
+        machines.append(m)
+        for lv in levels:
+            e = lv["error"]
+            print(f"  {run['source'][:24]:24s} c={lv['concurrency']:2d} ({lv['role']:6s}) tok/s {lv['measured']['tok_s']:7.1f} meas "
+                  f"{lv['predicted']['tok_s']:7.1f} sim ({e['tok_s']:+.0%})  TTFT {lv['measured']['ttft_p50_s']:.3f} meas "
+                  f"{lv['predicted']['ttft_p50_s']:.3f} sim ({e['ttft_p50_s']:+.0%})")
+        if "held_out" in m:
+            print(f"  {'':24s} held out (fit to the others): " + ", ".join(
+                f"c={c} tok/s {e['tok_s']:+.0%} TTFT {e['ttft_p50_s']:+.0%}" for c, e in m["held_out"]["error"].items()))
+    wheres = [{"machine": r.get("cpu_model", "unknown"), "serving_mode": r["serving_mode"], "measured_at": r.get("measured_at")}
+              for r in runs]
+    doc = table.load()
+    if a.record and not a.fit:  # one check per machine, mode and recording: a newer one replaces it
+        keep = [c for c in doc["cpu_fit"].get("checks", []) if not any(
+            all(c.get(k) == w[k] for k in w) for w in wheres)]
+        doc["cpu_fit"]["checks"] = [*keep, *({**w, **{k: m[k] for k in SPREADS}} for w, m in zip(wheres, machines))]
         ship(doc)
     if a.fit:  # ship the row; the calibration keeps it (the public points do not reach cpu)
-        doc = with_row(table.load(), row)
-        doc["cpu_fit"] = {"fitted": list(FITTED), "to": f"agent bench on the testbed at concurrency {list(FIT)}",
-                          "workload": f"{a.input_len} in / {a.output_len} out, no prefix",
-                          "by": "tests/perf/cpu_profile.py --fit",
-                          # what agent estimate prints as its band on a CPU (sandboxes/sim/uncertainty.py)
-                          "judged": {"framework": "vllm", "model": paths.MODEL_NAME, "levels": list(JUDGED),
-                                     **where, **spread}}
+        judged = [lv for m in machines for lv in m["levels"]]
+        doc = with_row(doc, row)
+        doc["cpu_fit"] = {
+            "fitted": list(FITTED), "to": f"agent bench on the testbed at concurrency {list(FIT)}",
+            "recordings": [r["source"] for r in runs],
+            "workload": f"{a.input_len} in / {a.output_len} out, no prefix", "by": "tests/perf/cpu_profile.py --fit",
+            # what agent estimate prints as its band on a CPU (sandboxes/sim/uncertainty.py): the
+            # in-sample spread, widened to each machine's when it was left out of the fit
+            "judged": {"framework": "vllm", "model": paths.MODEL_NAME, "levels": list(JUDGED),
+                       "machine": "; ".join(dict.fromkeys(w["machine"] for w in wheres)),
+                       "serving_mode": "; ".join(dict.fromkeys(w["serving_mode"] for w in wheres)), **spread(judged)},
+            "checks": [{**w, "held_out": True, **{k: m["held_out"][k] for k in SPREADS}}
+                       for w, m in zip(wheres, machines) if "held_out" in m]}
         ship(doc)
-    hw = probe_cpu()
     result = {
-        "what": "the sim's cpu prediction vs agent bench on the real testbed, same run",
-        "command": "python tests/perf/cpu_profile.py" + (" --fit" if a.fit else "") + (f" --from {a.src.name}" if a.src else ""),
+        "what": "the sim's cpu prediction vs agent bench on the real testbed",
+        "command": "python tests/perf/cpu_profile.py" + (" --fit" if a.fit else "") + "".join(f" --from {f.name}" for f in a.src)
+                   + (" --live" if a.live else ""),
         "server": {"framework": f"vllm-cpu {a.vllm_version}", "model": "SmolLM2-135M-Instruct bf16",
-                   "flags": flags, "serving_mode": serving_mode},
+                   "flags": runs[-1]["flags"], "serving_mode": runs[-1]["serving_mode"]},
         "workload": {"input_len": a.input_len, "output_len": a.output_len, "prefix_hit": 0.0,
                      "requests_per_level": f"max(8, {a.waves} x concurrency)", "warmup": 2},
-        "cpu_row": row, "cpu_row_before": shipped, "fitted_to": f"levels {list(FIT)} (tok/s, TTFT p50, TPOT p50)" if a.fit else "not refitted in this run",
-        "probe": {"cores": hw.compute_units, "bf16_tflops": hw.tflops.get("bf16"), "hbm_tb_s": hw.hbm_tb_s},
-        "cores": hw.compute_units, **{k: run[k] for k in ("loadavg_before", "loadavg_after", "wall_s", "measured_at",
-                                                          "cpu_model", "cpu_model_note") if k in run},
-        "measured": run["measured"], "levels": levels, "tolerance": a.tolerance, "target_met": ok,
+        "cpu_row": row, "cpu_row_before": shipped,
+        "fitted_to": f"levels {list(FIT)} of {len(runs)} recording(s) (tok/s, TTFT p50, TPOT p50)" if a.fit else "not refitted in this run",
+        "tolerance": a.tolerance, "target_met": ok,
+        # one recording: its fields at the top, as --from reads them; several: one entry each
+        **({k: v for k, v in machines[0].items() if k not in ("source", "serving_mode", "target_met")}
+           if len(runs) == 1 else {"machines": machines}),
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{'MET' if ok else 'NOT met'}: judged levels within {a.tolerance:.0%} -> {a.out}")
+    print(f"{'MET' if ok else 'NOT met'}: judged levels within {a.tolerance:.0%} on {len(runs)} recording(s) -> {a.out}")
 
 
 if __name__ == "__main__":

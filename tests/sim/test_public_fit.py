@@ -191,8 +191,40 @@ def test_on_a_cpu_the_band_is_the_live_testbed_fits_spread_on_the_levels_it_did_
     xeon = {"machine": "Intel Xeon", "serving_mode": "eager-fp32", "tok_s_sd": 0.25, "ttft_sd": 0.1, "tpot_sd": 0.2}
     w = uncertainty("vllm", "cpu", {**tbl, "cpu_fit": {"judged": judged, "checks": [xeon]}})
     assert (w["tok_s_sd"], w["ttft_sd"], w["tpot_sd"]) == (0.25, 0.3, 0.2) and "checked on Intel Xeon" in w["message"]
+    # a fit to several machines: the band is the widest spread of a machine the fit left out
+    amd = {"machine": "AMD EPYC", "serving_mode": "eager-bf16", "tok_s_sd": 0.37, "ttft_sd": 0.28, "tpot_sd": 0.48}
+    held = [{**m, "held_out": True} for m in (amd, xeon, xeon)]
+    j = uncertainty("vllm", "cpu", {**tbl, "cpu_fit": {"judged": judged, "checks": held}})
+    assert j["tok_s_sd"] == 0.37 and "+-45% tok/s" in j["message"]
+    assert "3 machines, each also judged by a fit to the others: AMD EPYC eager-bf16, Intel Xeon eager-fp32 x2" in j["message"]
     shipped = uncertainty("vllm", "cpu")  # the shipped table carries the recorded fit's spread
     assert shipped["group"] == "vllm/cpu" and shipped["tok_s_factor"] > 1.0
+
+
+def test_the_shipped_cpu_row_and_band_are_the_recorded_machines_joint_fit():
+    """The cpu row is fitted to several machines' recorded testbed runs at once, and each machine
+    is judged by a fit to the others: refitting from the recordings gives the shipped row and the
+    band agent estimate prints (a recording edited by hand, or a row tuned by hand, fails this)."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+    perf = Path(__file__).resolve().parents[1] / "perf"
+    spec = importlib.util.spec_from_file_location("cpu_profile", perf / "cpu_profile.py")
+    cp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cp)
+    fit = table.load()["cpu_fit"]
+    runs = [cp.recording(json.loads((perf / "results" / f).read_text()), f) for f in fit["recordings"]]
+    assert len({r["cpu_model"] for r in runs}) >= 2  # more than one kind of machine behind the band
+    a = argparse.Namespace(input_len=256, output_len=64, vllm_version="0.32.0", tolerance=0.25)
+    row = cp.fit(a, runs)
+    shipped = table.load()["rows"]["cpu/cpu"]
+    assert {k: row[k] for k in cp.FITTED} == pytest.approx({k: shipped[k] for k in cp.FITTED}, rel=0.02)
+    judged = [lv for r in runs for lv in cp.judge(a, r, shipped)[0]]
+    assert cp.spread(judged) == pytest.approx({k: fit["judged"][k] for k in cp.SPREADS}, abs=0.005)
+    held = {(c["machine"], c["measured_at"]): c for c in fit["checks"] if c.get("held_out")}
+    for i, r in enumerate(runs):
+        got = cp.spread(cp.judge(a, r, cp.fit(a, runs[:i] + runs[i + 1:]))[0])
+        assert got == pytest.approx({k: held[r["cpu_model"], r["measured_at"]][k] for k in cp.SPREADS}, abs=0.01)
 
 
 def test_estimate_output_gets_the_band_of_its_group():
