@@ -1,7 +1,7 @@
 import pytest
 
 from agent.errors import BadInput
-from tools.hardware import NAMES, get_hardware
+from tools.hardware import NAMES, cpu_profile, get_hardware
 
 
 def test_profiles_from_facts():
@@ -23,6 +23,7 @@ def test_the_cpu_profile_streams_at_the_bandwidth_the_probe_measured():
     # machines of one kind measured 8.3 and 10.4 GB/s; a 10 GB/s floor had made them look alike
     p = get_hardware("cpu")
     assert p.hbm_tb_s * 1e3 == pytest.approx(p.scaleup_gb_s)
+    assert cpu_profile(2, 16.0, 2e11, 8.3e9).hbm_tb_s == pytest.approx(0.0083)  # the slower machine, as measured
 
 
 def test_unknown_hardware():

@@ -116,6 +116,11 @@ def probe_cpu() -> HardwareProfile:
     # The numpy fp32 probe says what this (shared) machine delivers right now; inference kernels
     # (oneDNN bf16) reach the vector units' peak far better, so the profile's peak comes from the
     # ISA and clock, and the probe is kept alongside for the record.
+    return cpu_profile(cores, mem_gb, flops, bw)
+
+
+def cpu_profile(cores: int, mem_gb: float, flops: float, bw: float) -> HardwareProfile:
+    """The `cpu` node from what probe_cpu measured: matmul FLOP/s and copy bandwidth (B/s)."""
     peak = max(flops, cores * _ghz() * 1e9 * _flops_per_cycle())
     # The floor only guards a broken timer: a real floor (it was 10 GB/s) hid the slower of two
     # machines of one kind (8.3 vs 10.4 GB/s measured, decode 18% slower), so the sim called both fast.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -181,13 +182,21 @@ def cpu_model() -> str:
     return names[0] if names else "unknown"
 
 
+@functools.cache
+def _this_machine():
+    """This machine's profile, probed once: pinned() takes the fields a recording does not hold
+    from it, and a fit enters pinned() on every residual evaluation."""
+    from tools import hardware
+    return hardware.probe_cpu()
+
+
 @contextlib.contextmanager
 def pinned(probe: dict):
     """The sim's `cpu` is, meanwhile, the machine a recording was measured on (its probe's cores,
     copy bandwidth and bf16 peak; fp32 at half of it, as tools.hardware.probe_cpu states)."""
     from tools import hardware
     real = hardware.probe_cpu
-    recorded = real().model_copy(update={
+    recorded = _this_machine().model_copy(update={
         "compute_units": probe["cores"], "hbm_tb_s": probe["hbm_tb_s"], "scaleup_gb_s": probe["hbm_tb_s"] * 1e3,
         "tflops": {"bf16": probe["bf16_tflops"], "fp32": probe["bf16_tflops"] / 2}})
     hardware.probe_cpu = lambda: recorded
