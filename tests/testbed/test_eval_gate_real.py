@@ -36,7 +36,11 @@ SETTINGS = {
                 "duration_s": 6, "requests_per_point": 8, "start_rps": 1.0, "max_points": 5,
                 "bisect_steps": 0, "single_stream_requests": 2, "warmup": 4, "eval_items": 20,
                 "eval_tasks": ["longctx", "qa"]},
-    "gate": {"noise_floor": 0.15, "max_repeats": 2},
+    # tolerance 1.0: the single-stream guard cannot revert (no fall exceeds 100%), so a verdict that
+    # gets past the speed check is the eval gate's; the guard has its own tests (tests/agent/
+    # test_decide.py). On CI's AMX Xeon (stop 23) the bf16 step ended with no evals in its numbers
+    # after 380 s (the other case: 250 s): two more launches, the guard's repeat and then its revert.
+    "gate": {"noise_floor": 0.15, "max_repeats": 2, "tolerance": 1.0},
     "slo": {"ttft_p95_s": 1.0},
 }
 
@@ -99,6 +103,7 @@ def test_eager_bf16_where_it_fails_the_smoke_prompt_is_judged_by_the_evals(testb
                           "lift the sequence limit, in the faster eager bf16 mode")
     n = t["numbers"]
     assert n["gain"] > n["noise"] and min(n["candidate"]) > max(n["incumbent"]), t["reason"]  # speed passed
+    assert "evals" in n, (t["verdict"], t["reason"])  # decided by the evals, not before them
     evals = n["evals"]
     assert set(evals) == {"longctx", "qa"}, evals  # both tasks were run on both sides, item for item
     regressed = sorted(task for task, e in evals.items() if not e["non_inferior"])
