@@ -146,10 +146,16 @@ def _ghz() -> float:
     return float(m.group(1)) / 1000 if m else 2.0
 
 
+def native_bf16(info: str | None = None) -> bool:
+    """Whether this CPU has a bf16 instruction (AVX512-BF16 dot products, AMX tiles)."""
+    info = _cpuinfo() if info is None else info
+    return "avx512_bf16" in info or "amx_bf16" in info
+
+
 def _flops_per_cycle() -> float:
     """bf16 FLOPs per core per cycle: AVX512-BF16 dot products 64, AVX-512 fp32 FMA 32, AVX2 16."""
     info = _cpuinfo()
-    if "avx512_bf16" in info or "amx_bf16" in info:
+    if native_bf16(info):
         return 64.0
     return 32.0 if "avx512f" in info else 16.0
 

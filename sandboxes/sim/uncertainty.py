@@ -12,7 +12,7 @@ import math
 from collections import Counter
 
 from sandboxes.sim import table
-from tools.hardware import get_hardware
+from tools.hardware import get_hardware, native_bf16
 
 EXTRAPOLATION_WIDENING = 1.5  # a neighbouring group's spread, widened: its errors are not this group's
 MIN_POINTS = 3  # fewer points say little about a spread: the pooled spread of all points stands in
@@ -48,7 +48,7 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
     tbl = tbl or table.load()
     if _vendor(hw) == "cpu":
         fit = tbl.get("cpu_fit") or {}
-        return _cpu(framework, fit.get("judged"), fit.get("checks", []))
+        return _cpu(framework, fit.get("judged"), fit.get("checks", []), native_bf16())
     groups = tbl.get("groups", {})
     key, basis = nearest_group(framework, hw, groups)
     if key is None:
@@ -73,11 +73,12 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
     return out
 
 
-def _cpu(framework: str, judged: dict | None, checks: list[dict] = ()) -> dict:
+def _cpu(framework: str, judged: dict | None, checks: list[dict] = (), native: bool = True) -> dict:
     """A CPU has no public points: its row is fitted to the live testbed (tests/perf/cpu_profile.py),
     and the band is the larger of the spread on the load levels the fit did not see and the spread
     on machines it was not fitted to (`checks`: each machine of a several-machine fit judged by a fit
-    to the others, or one checked later), since a user's CPU is rarely one it was fitted on."""
+    to the others, or one checked later), since a user's CPU is rarely one it was fitted on. Every
+    fitted machine had a bf16 instruction; on one without (`native` False) the band says so."""
     if not judged:
         return {"group": None, "basis": "far from any calibrated group", "n": 0,
                 "message": f"{framework} on cpu: no live testbed fit recorded"}
@@ -100,6 +101,11 @@ def _cpu(framework: str, judged: dict | None, checks: list[dict] = ()) -> dict:
     where += "".join(f", checked on {c['machine']}, {c['serving_mode']}" for c in checks if not c.get("held_out"))
     out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: {n} load levels of "
                       f"{judged['model']} on {where}; other models are extrapolated)")
+    if not native:  # tests/perf/results/cpu_profile_icelake.json: eager bf16, TTFT 2.18 s measured, 0.40 predicted
+        out["basis"] = f"{basis}; far from any calibrated group (no bf16 instruction)"
+        out["message"] += ("; this CPU has no bf16 instruction (AVX512-BF16 or AMX) and every fitted machine had one: "
+                           "on such a CPU bf16 took 5.5x the predicted time to the first token (--dtype float32 is "
+                           "faster there)")
     return out
 
 

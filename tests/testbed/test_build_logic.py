@@ -101,7 +101,7 @@ def test_mode_falls_back_from_garbage_eager_bf16_and_says_why():
     from sandboxes.testbed import mode
     asked, answer = _answers({"eager-bf16": "L'Étoile, la Marseillaise, la femme", "eager-fp32": "Paris.",
                               "compiled-bf16": "Paris."})
-    m = mode.choose(answer, _paris, say=lambda s: None)
+    m = mode.choose(answer, _paris, say=lambda s: None, modes=mode.order(["avx512f", "amx_bf16"]))
     assert asked == ["eager-bf16", "eager-fp32"]  # stops at the first right mode
     assert m["mode"] == "eager-fp32" and m["flags"] == {"--enforce-eager": True, "--dtype": "float32"}
     assert "eager-bf16 answered \"L'Étoile" in m["why"]
@@ -111,8 +111,17 @@ def test_mode_falls_back_from_garbage_eager_bf16_and_says_why():
 def test_mode_keeps_eager_bf16_where_it_is_right():
     from sandboxes.testbed import mode
     asked, answer = _answers({"eager-bf16": "The capital of France is Paris."})
-    m = mode.choose(answer, _paris, say=lambda s: None)
+    m = mode.choose(answer, _paris, say=lambda s: None, modes=mode.order(["avx512f", "avx512_bf16"]))
     assert asked == ["eager-bf16"] and m["flags"] == {"--enforce-eager": True}
+
+
+def test_a_cpu_without_native_bf16_tries_eager_fp32_first():
+    from sandboxes.testbed import mode
+    asked, answer = _answers({"eager-fp32": "Paris.", "eager-bf16": "Paris."})
+    m = mode.choose(answer, _paris, say=lambda s: None, modes=mode.order(["avx2", "avx512f", "avx512_vnni"]))
+    assert asked == ["eager-fp32"] and m["flags"] == {"--enforce-eager": True, "--dtype": "float32"}
+    assert [n for n, _ in mode.order(["avx2"])] == ["eager-fp32", "eager-bf16", "compiled-bf16"]
+    assert mode.order(["amx_bf16"]) == mode.MODES and mode.order(["avx512_bf16"]) == mode.MODES
 
 
 def test_no_right_mode_is_an_error_with_every_answer():
@@ -125,15 +134,15 @@ def test_no_right_mode_is_an_error_with_every_answer():
 def test_the_smoke_step_is_keyed_by_the_cpu(tmp_path, monkeypatch):
     from sandboxes.testbed import build as b, mode
     (key,) = [k for n, _, k in b.STEPS if n == "smoke"]
-    assert key == b._key(b.SMOKE_QUESTION, mode.MODES, mode.cpu_key())
+    assert key == b._key(b.SMOKE_QUESTION, mode.order(), mode.cpu_key())
     monkeypatch.setattr(mode, "cpu", lambda: {"model_name": "Other CPU", "flags": ["amx_bf16"]})
-    assert b._key(b.SMOKE_QUESTION, mode.MODES, mode.cpu_key()) != key  # another CPU proves its mode again
+    assert b._key(b.SMOKE_QUESTION, mode.order(), mode.cpu_key()) != key  # another CPU proves its mode again
 
 
 def test_unproven_mode_says_so(tmp_path):
     from sandboxes.testbed import mode
     m = mode.load(tmp_path)
-    assert m["mode"] == "eager-bf16" and "not proven" in m["why"]
+    assert m["mode"] == mode.order()[0][0] and "not proven" in m["why"]  # the first this CPU would try
     (tmp_path / "mode.json").write_text(json.dumps({"mode": "eager-fp32", "flags": {"--dtype": "float32"},
                                                     "why": "x", "cpu": {"model_name": "C", "flags": ["avx2"]}}))
     assert mode.describe(mode.load(tmp_path)) == "eager-fp32 (--dtype float32) on C [avx2]: x"
