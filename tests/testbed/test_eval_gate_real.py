@@ -41,7 +41,9 @@ SETTINGS = {
     # test_decide.py). On CI's AMX Xeon (stop 23) the bf16 step ended with no evals in its numbers
     # after 380 s (the other case: 250 s): two more launches, the guard's repeat and then its revert.
     "gate": {"noise_floor": 0.15, "max_repeats": 2, "tolerance": 1.0},
-    "slo": {"ttft_p95_s": 1.0},
+    # 5 s, the CPU default: at 1 s an AVX-512 Xeon without AMX (eager fp32, 2026-12-02) met it only
+    # below 0.2 req/s on either side (knee 2.6 -> 1.6 tok/s), so the step failed the speed check first.
+    "slo": {"ttft_p95_s": 5.0},
 }
 
 
@@ -96,7 +98,7 @@ def test_truncating_max_model_len_is_rejected_by_the_eval_gate(testbed, tmp_path
 def test_eager_bf16_where_it_fails_the_smoke_prompt_is_judged_by_the_evals(testbed, tmp_path):
     tried = {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
     if tried.get("eager-bf16") is not False:
-        pytest.skip(f"eager bf16 answered the smoke prompt right on this CPU "
+        pytest.skip(f"eager bf16 did not fail the smoke prompt on this CPU (modes tried: {', '.join(tried)}) "
                     f"({testbed.mode.get('cpu', {}).get('model_name', '?')}, serving mode {testbed.mode['mode']})")
     out, t, led = _replay(testbed, tmp_path, testbed.serving_flags,
                           {"--enforce-eager": True, "--dtype": "bfloat16"},
