@@ -18,6 +18,8 @@ import platform
 from pathlib import Path
 from typing import Callable
 
+from tools.hardware import native_bf16
+
 # Tried in this order: eager starts in ~30 s, torch.compile in 140-190 s (TESTBED.md); bf16 is
 # the checkpoint's own dtype and faster than float32 where it is right.
 MODES: list[tuple[str, dict]] = [
@@ -27,7 +29,6 @@ MODES: list[tuple[str, dict]] = [
 ]
 # CPU features that select vLLM-CPU / oneDNN kernels: a cache built on one CPU proves nothing on another.
 KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
-NATIVE_BF16 = ("avx512_bf16", "amx_bf16")
 
 
 def order(flags: list[str] | None = None) -> list[tuple[str, dict]]:
@@ -35,8 +36,7 @@ def order(flags: list[str] | None = None) -> list[tuple[str, dict]]:
     native bf16 instruction, bf16 matmuls are converted to fp32 on the way: measured on an AVX-512
     Xeon without AVX512-BF16 (2026-12-02, 256 in / 64 out), eager bf16 took 2.18 s to the first token
     where eager fp32 took 0.62, and served 15.1 vs 31.9 tok/s at 4 in flight. There fp32 goes first."""
-    flags = cpu()["flags"] if flags is None else flags
-    if any(f in flags for f in NATIVE_BF16):
+    if native_bf16(" ".join(cpu()["flags"] if flags is None else flags)):
         return list(MODES)
     return sorted(MODES, key=lambda m: m[0] != "eager-fp32")
 

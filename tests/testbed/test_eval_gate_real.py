@@ -39,7 +39,7 @@ SETTINGS = {
     # tolerance 1.0: the single-stream guard cannot revert (no fall exceeds 100%), so a verdict that
     # gets past the speed check is the eval gate's; the guard has its own tests (tests/agent/
     # test_decide.py). On CI's AMX Xeon (stop 23) the bf16 step ended with no evals in its numbers
-    # after 380 s (the other case: 250 s): two more launches, the guard's repeat and then its revert.
+    # after 380 s (the other case: 250 s): two more launches, most likely the guard's repeat and revert.
     "gate": {"noise_floor": 0.15, "max_repeats": 2, "tolerance": 1.0},
     # 5 s, the CPU default: at 1 s an AVX-512 Xeon without AMX (eager fp32, 2026-12-02) met it only
     # below 0.2 req/s on either side (knee 2.6 -> 1.6 tok/s), so the step failed the speed check first.
