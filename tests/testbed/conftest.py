@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.testbed.serve import launch
+from tests import agent_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ def agent_cli():
 
         @staticmethod
         def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-            return subprocess.run(_agent_argv(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout)
+            return agent_process.run(_agent_argv(*args), timeout, cwd=REPO)
 
         @staticmethod
         def json(*args: str, timeout: float = 600) -> dict:

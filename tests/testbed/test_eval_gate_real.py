@@ -18,11 +18,12 @@ speed gain passes the performance check by far, so only the eval gate can stop t
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import agent_process
 import yaml
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
@@ -66,7 +67,7 @@ def _replay(testbed, tmp_path: Path, base_flags: dict, step_flags: dict, why: st
             "--model", testbed.model_name, "--hw", "cpu", "--backend", "local", "--model-path", str(testbed.model_dir),
             "--python", str(testbed.python), "--config", str(cfg), "--budget", "2", "--approve", "never",
             "--run-dir", str(d), "--json"]
-    r = subprocess.run(argv, cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=1200)
+    r = agent_process.run(argv, 1200, cwd=REPO, env=vllm_env())
     assert r.returncode == 0, r.stderr[-4000:]
     led = Ledger(d)
     step = [t for t in led.trials() if "[playbook s02]" in (t["description"] or "")]

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests import agent_process
 import yaml
 
 from agent.ledger import Ledger
@@ -67,7 +69,7 @@ def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
     argv = AGENT + [a.replace(DEFAULT_DIR, root) if a.startswith(DEFAULT_DIR) else a for a in argv[1:]]
     budget = int(argv[argv.index("--budget") + 1])
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **env}  # a newcomer's shell: no test paths
-    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=2400)
+    r = agent_process.run(argv, 2400, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "note: measure on a CPU node: workload 512/64" in r.stderr  # it said what it chose, and why
     assert "server starting" in r.stderr or "launching" in r.stderr
@@ -137,8 +139,7 @@ def test_ctrl_c_during_a_real_sweep_stops_within_seconds_and_resume_continues(te
     led = Ledger(d)
     assert led.meta("status") == "interrupted"
     led.close()
-    r = subprocess.run(AGENT + ["resume", str(d), "--json"], cwd=REPO, env=_env(), capture_output=True, text=True,
-                       timeout=1200)
+    r = agent_process.run(AGENT + ["resume", str(d), "--json"], 1200, cwd=REPO, env=_env())
     assert r.returncode == 0, r.stderr[-3000:]
     led = Ledger(d)
     assert led.meta("status") == "done"

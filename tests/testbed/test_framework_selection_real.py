@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests import agent_process
 import yaml
 
 from agent.ledger import Ledger
@@ -38,8 +40,8 @@ READY = {"vllm": ("(APIServer pid=", "Application startup complete."),
 
 def _agent(*args, timeout=1800):
     from sandboxes.testbed.serve import vllm_env
-    return subprocess.run([sys.executable, "-c", "from agent.cli import main; main()", *args], cwd=REPO,
-                          env=vllm_env(), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return agent_process.run([sys.executable, "-c", "from agent.cli import main; main()", *args], timeout, cwd=REPO,
+                             env=vllm_env(), stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ anything useful, is reverted. Eager-mode launches and short sweeps keep it to a 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import agent_process
 import yaml
 
 from agent.config import Gate
@@ -45,7 +45,7 @@ def run(testbed, tmp_path_factory):
             "--hw", "cpu", "--backend", "local", "--model-path", str(testbed.model_dir),
             "--python", str(testbed.python), "--config", str(cfg), "--budget", "3", "--approve", "never",
             "--run-dir", str(d), "--json"]
-    r = subprocess.run(argv, cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=1200)
+    r = agent_process.run(argv, 1200, cwd=REPO, env=vllm_env())
     assert r.returncode == 0, r.stderr[-4000:]
     return d, json.loads(r.stdout), Ledger(d), r.stderr
 
