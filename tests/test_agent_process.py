@@ -12,7 +12,6 @@ def stop(*_):
     open(sys.argv[1], "w").write("stopped my servers")
     sys.exit(130)
 signal.signal(signal.SIGTERM, stop)
-print("started", flush=True)
 time.sleep(60)
 """
 

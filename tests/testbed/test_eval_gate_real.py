@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import agent_process
-import yaml
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

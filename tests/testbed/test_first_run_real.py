@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests import agent_process
 import yaml
 
 from agent.ledger import Ledger
+from tests import agent_process
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 

@@ -14,12 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests import agent_process
 import yaml
 
 from agent.ledger import Ledger
 from sandboxes.testbed import framework_venvs
+from tests import agent_process
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

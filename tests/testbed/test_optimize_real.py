@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests import agent_process
 import yaml
 
 from agent.config import Gate
 from agent.decide import decide, objective_value
 from agent.ledger import Ledger
+from tests import agent_process
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
