@@ -75,6 +75,10 @@ class Measure(Strict):
     duration_s: float = Field(120.0, gt=0, le=DAY)
     requests_per_point: int = Field(48, ge=4, le=100_000)
     start_rps: float = Field(0.25, gt=0, le=1e6)
+    # Start the knee search at the highest rate of its grid the warmup already carried (agent/measure.py
+    # first_rate). Off by default: the sim's recorded figures (story, benchmarks) were measured from
+    # start_rps; a CPU node turns it on (agent/workload_fit.py), where the low levels are minutes of a trial.
+    start_from_warmup: bool = False
     growth: float = Field(2.0, gt=1, le=100)  # rate multiplier while the SLO holds
     max_points: int = Field(12, ge=2, le=1000)
     bisect_steps: int = Field(4, ge=0, le=100)

@@ -33,6 +33,21 @@ def requests_at(m: Measure, rate: float) -> int:
     return max(m.requests_per_point, math.ceil(rate * m.duration_s))
 
 
+def first_rate(m: Measure, warmup) -> float:
+    """Where the knee search starts: the highest rate of its grid (start_rps x growth^k) that the
+    warmup's closed loop already carried, or start_rps. At that rate about `warmup` requests are in
+    flight (Little's law), as they were in the warmup, so the levels below it would only spend
+    requests_per_point requests each far under the knee (a minute each on a CPU node, several on a
+    GPU node); a knee below it is still found, by walking down (knee_search). Only a warmup with
+    every request answered counts."""
+    if warmup.success < 1 or warmup.duration_s <= 0:
+        return m.start_rps
+    carried, rate = warmup.n / warmup.duration_s, m.start_rps
+    while rate * m.growth <= carried:
+        rate *= m.growth
+    return rate
+
+
 def _refused(label: dict, point, records) -> None:
     """Say how the level went; raise RequestsRefused when every request of it failed the same
     way: the rest of the sweep would only repeat it (tools/bench/refusal.py)."""
@@ -50,11 +65,14 @@ def bench(server, cfg: RunConfig, hw, gpus: int, seed: int) -> dict:
     """One measurement of the running server, as the plain JSON decide.py reads. Raises
     RequestsRefused when the server refuses a load level's requests, all alike."""
     m, slo, client = cfg.measure, cfg.slo.ttft_p95_s, server.client
+    start = m.start_rps
     if m.warmup:  # never measure a cold server (first compiled shapes, empty caches)
-        _refused({"warmup": m.warmup}, *asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup,
-                                                              seed=seed + 10_000)))
+        warm, recs = asyncio.run(run_point(client, m.workload, n=m.warmup, concurrency=m.warmup, seed=seed + 10_000))
+        _refused({"warmup": m.warmup}, warm, recs)
+        if m.start_from_warmup:
+            start = first_rate(m, warm)
     points = asyncio.run(knee_search(client, m.workload, ttft_slo_s=slo, n=partial(requests_at, m),
-                                     start_rps=m.start_rps, growth=m.growth, refine=m.bisect_steps,
+                                     start_rps=start, growth=m.growth, refine=m.bisect_steps,
                                      max_points=m.max_points, seed=seed, on_point=_refused))
     k = knee(points, slo)
     single, recs = asyncio.run(run_point(client, m.single_stream, n=m.single_stream_requests, concurrency=1,

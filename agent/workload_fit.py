@@ -42,7 +42,7 @@ def _shrink(w: Workload, limit: int) -> Workload:
 CPU_MEASURE = {"workload": Workload(input_len=512, output_len=64, prefix_hit=0.5),
                "single_stream": Workload(input_len=256, output_len=64, prefix_hit=0.0),
                "duration_s": 10.0, "requests_per_point": 12, "max_points": 6, "bisect_steps": 1,
-               "single_stream_requests": 2, "eval_items": 10}
+               "single_stream_requests": 2, "eval_items": 10, "start_from_warmup": True}
 
 
 # A shared CPU host's runs of one configuration spread by up to 30% (TESTBED.md): a single-shot
@@ -63,7 +63,8 @@ def _cpu_defaults(measure, gate, hw) -> list[str]:
             changed[f"gate {k}"] = v
     if not changed:
         return []
-    shown = ", ".join(f"{k} {v.input_len}/{v.output_len}" if isinstance(v, Workload) else f"{k} {v:g}"
+    shown = ", ".join(f"{k} {v.input_len}/{v.output_len}" if isinstance(v, Workload) else
+                      f"sweep from the warmup's rate" if k == "start_from_warmup" else f"{k} {v:g}"
                       for k, v in changed.items())
     return [f"measure on a CPU node: {shown} (the defaults are sized for GPU nodes); "
             "set them in --config to choose others"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 
 import pytest
 
+AGENT = [sys.executable, "-c", "from agent.cli import main; main()"]  # the `agent` console script's code
 GRACE_S = 60  # the CLI's own shutdown: servers get a few seconds each, the ledger is closed
 
 
@@ -29,3 +31,8 @@ def run(argv: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
         pytest.fail(f"{' '.join(map(str, argv[:6]))} ... still running after {timeout:.0f} s; interrupted "
                     f"(rc {p.returncode}). Its last output:\n{(err or '')[-3000:]}", pytrace=False)
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def agent(*args: str) -> list[str]:
+    """argv of `agent ARGS...` run by this interpreter."""
+    return [*AGENT, *map(str, args)]

@@ -47,3 +47,33 @@ def test_bench_records_knee_single_stream_and_sweep():
     assert d["knee_rps"] == pytest.approx(max(p["rps"] for p in d["sweep"] if p["ttft_p95_s"] <= 5.0))
     assert d["single_stream_tok_s"] == pytest.approx(20 / (0.5 + 20 / 40.0), rel=0.05)  # TTFT 0.5 s + decode
     assert d["gpus"] == 8 and d["usd_per_gpu_h"] == 2.0 and d["evals"] is None
+
+
+def _warm(n: int, duration_s: float, success: float = 1.0):
+    from tools.bench.metrics import SweepPoint
+    return SweepPoint(rps=n * success / duration_s, concurrency=n, tok_s=0.0, total_tok_s=0.0, ttft_p50_s=None,
+                      ttft_p95_s=None, tpot_p50_s=None, success=success, n=n, duration_s=duration_s)
+
+
+def test_the_sweep_starts_at_the_grid_rate_the_warmup_carried():
+    from agent.config import Measure
+    from agent.measure import first_rate
+    m = Measure(start_rps=0.25, growth=2.0, start_from_warmup=True)
+    assert first_rate(m, _warm(4, 2.4)) == 1.0  # 1.67 req/s carried: 1 is on the grid, 2 is not carried
+    assert first_rate(m, _warm(4, 0.5)) == 8.0
+    assert first_rate(m, _warm(4, 40.0)) == 0.25  # a slow warmup never starts below start_rps
+    assert first_rate(m, _warm(4, 2.4, success=0.75)) == 0.25  # a request failed: the warmup proves nothing
+
+
+def test_a_sweep_from_the_warmup_skips_the_low_levels_and_finds_the_same_knee():
+    cfg = small_config()
+    cfg.measure.max_points = 20  # room for the whole bisection either way
+    hw = SimpleNamespace(usd_per_gpu_h=2.0, tdp_w=1400)
+    full = bench(SimpleNamespace(client=FakeClient(7.0, 40.0, {}), url=None), cfg, hw, 8, seed=3)
+    cfg.measure.start_from_warmup = True
+    fast = bench(SimpleNamespace(client=FakeClient(7.0, 40.0, {}), url=None), cfg, hw, 8, seed=3)
+    rates = lambda d: sorted(p["offered_rps"] for p in d["sweep"])  # noqa: E731
+    # the fake's warmup (4 at once) carries ~5 req/s: the sweep starts at 4, not at 0.25, 0.5, 1 and 2
+    assert rates(full)[0] == 0.25 and rates(fast)[0] == 4.0, (rates(full), rates(fast))
+    assert fast["knee_rps"] == pytest.approx(full["knee_rps"], rel=0.3)  # the knee lies where it did
+    assert {4.0, 8.0} <= set(rates(fast)) & set(rates(full))  # from there, the same doubling grid

@@ -12,12 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.agent_process import agent as agent_argv  # noqa: F401  (the docker tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,10 +109,6 @@ def sandbox(testbed, image: str, **kw):
     from sandboxes.docker import DockerSandbox
     return DockerSandbox({"vllm": image}, testbed.model_dir, model_name=testbed.model_name, gpu="none",
                          shm_size="2g", **{"ready_timeout_s": 900, **kw})
-
-
-def agent_argv(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from agent.cli import main; main()", *args]
 
 
 def settings(testbed, **over) -> Path:

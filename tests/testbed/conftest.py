@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,15 @@ from tests import agent_process
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _agent_argv(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from agent.cli import main; main()", *args]
-
-
 @pytest.fixture(scope="session")
 def agent_cli():
     """Run the real `agent` CLI in a subprocess; `agent_cli.json(...)` adds --json and parses."""
     class Cli:
-        argv = staticmethod(_agent_argv)
+        argv = staticmethod(agent_process.agent)
 
         @staticmethod
         def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-            return agent_process.run(_agent_argv(*args), timeout, cwd=REPO)
+            return agent_process.run(agent_process.agent(*args), timeout, cwd=REPO)
 
         @staticmethod
         def json(*args: str, timeout: float = 600) -> dict:

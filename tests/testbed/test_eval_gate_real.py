@@ -1,9 +1,9 @@
 """The loop's eval gate on the real testbed: a change that makes the server faster but breaks its
 answers is reverted, and the verdict names the eval and the drop (issue 11).
 
-Both cases replay a two-step playbook with `agent replay --backend local`, as a user replays a
-playbook recorded on another machine: the baseline runs with `--max-num-seqs 1` (one sequence at a
-time, so its knee is low), and the step lifts that limit (2-3x the throughput at this load,
+Both cases are steps of one playbook replayed with `agent replay --backend local`, as a user replays
+a playbook recorded on another machine: the baseline runs with `--max-num-seqs 1` (one sequence at a
+time, so its knee is low), and each step lifts that limit (2-3x the throughput at this load,
 tests/testbed/test_flag_difference_real.py) together with a setting that breaks accuracy. The
 speed gain passes the performance check by far, so only the eval gate can stop the step:
 - any CPU: `--max-model-len` just long enough for the benchmark's requests: the long-context
@@ -18,7 +18,6 @@ speed gain passes the performance check by far, so only the eval gate can stop t
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -48,31 +47,49 @@ SETTINGS = {
 }
 
 
-def _playbook(step_flags: dict, why: str) -> dict:
+TRUNCATE = ("s02", {"--max-model-len": IN + OUT},
+            "lift the sequence limit, with a context just long enough for the benchmark")
+BF16 = ("s03", {"--enforce-eager": True, "--dtype": "bfloat16"}, "lift the sequence limit, in the faster eager bf16 mode")
+
+
+def _bf16_failed_smoke(testbed) -> bool:
+    return {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}.get("eager-bf16") is False
+
+
+def _playbook(steps: list[tuple]) -> dict:
+    """One baseline, then each step measured against it: a step the gate reverts leaves the
+    baseline the incumbent, so the next is judged against the same numbers (one launch, sweep and
+    eval of the baseline instead of one per case)."""
     return {"version": 1, "name": "eval-gate", "steps": [
         {"id": "s01", "kind": "framework", "phase": "framework", "baseline": True, "framework": "vllm",
          "weights": "bf16", "description": "baseline: one sequence at a time", "flags": {"--max-num-seqs": 1}},
-        {"id": "s02", "kind": "flags", "phase": "flags", "description": why,
-         "flags": {"--max-num-seqs": 16, **step_flags}}]}
+        *({"id": sid, "kind": "flags", "phase": "flags", "description": why,
+           "flags": {"--max-num-seqs": 16, **flags}} for sid, flags, why in steps)]}
 
 
-def _replay(testbed, tmp_path: Path, base_flags: dict, step_flags: dict, why: str):
+@pytest.fixture(scope="module")
+def replayed(testbed, tmp_path_factory):
+    """`agent replay --backend local` of the baseline and its steps; the bf16 step only where eager
+    bf16 failed the smoke prompt (elsewhere the testbed serves bf16 already)."""
     from sandboxes.testbed.serve import vllm_env
     from agent.ledger import Ledger
 
-    pb, cfg, d = tmp_path / "pb.yaml", tmp_path / "run.yaml", tmp_path / "run"
-    pb.write_text(yaml.safe_dump(_playbook(step_flags, why)))
-    cfg.write_text(yaml.safe_dump({**SETTINGS, "base_flags": {"--max-model-len": 4096, **base_flags}}))
-    argv = [sys.executable, "-c", "from agent.cli import main; main()", "replay", str(pb),
+    steps = [TRUNCATE, *([BF16] if _bf16_failed_smoke(testbed) else [])]
+    tmp = tmp_path_factory.mktemp("eval-gate")
+    pb, cfg, d = tmp / "pb.yaml", tmp / "run.yaml", tmp / "run"
+    pb.write_text(yaml.safe_dump(_playbook(steps)))
+    cfg.write_text(yaml.safe_dump({**SETTINGS, "base_flags": {"--max-model-len": 4096, **testbed.serving_flags}}))
+    argv = agent_process.agent("replay", str(pb),
             "--model", testbed.model_name, "--hw", "cpu", "--backend", "local", "--model-path", str(testbed.model_dir),
-            "--python", str(testbed.python), "--config", str(cfg), "--budget", "2", "--approve", "never",
-            "--run-dir", str(d), "--json"]
-    r = agent_process.run(argv, 1200, cwd=REPO, env=vllm_env())
+            "--python", str(testbed.python), "--config", str(cfg), "--budget", str(1 + len(steps)),
+            "--approve", "never", "--run-dir", str(d), "--json")
+    r = agent_process.run(argv, 600 * len(steps) + 600, cwd=REPO, env=vllm_env())
     assert r.returncode == 0, r.stderr[-4000:]
     led = Ledger(d)
-    step = [t for t in led.trials() if "[playbook s02]" in (t["description"] or "")]
-    assert len(step) == 1, [t["description"] for t in led.trials()]
-    return json.loads(r.stdout), step[0], led
+    by_step = {sid: [t for t in led.trials() if f"[playbook {sid}]" in (t["description"] or "")]
+               for sid, _, _ in steps}
+    assert all(len(ts) == 1 for ts in by_step.values()), [t["description"] for t in led.trials()]
+    return json.loads(r.stdout), {sid: ts[0] for sid, ts in by_step.items()}, led
 
 
 def _assert_rejected_by_evals(out: dict, t: dict, led, task: str):
@@ -85,36 +102,43 @@ def _assert_rejected_by_evals(out: dict, t: dict, led, task: str):
     # ... and the verdict names the eval and the drop, in the numbers it was decided on.
     assert f"{task} {ev['incumbent']:.3f}->{ev['candidate']:.3f}" in t["reason"], t["reason"]
     assert f"{ev['gap'] * 100:+.1f} pts" in t["reason"], t["reason"]
-    best = led.trial(led.incumbent())["candidate"]
-    assert best["flags"]["--max-num-seqs"] == 1 and out["best"]["flags"] == best["flags"]  # never deployed
 
 
-def test_truncating_max_model_len_is_rejected_by_the_eval_gate(testbed, tmp_path):
-    out, t, led = _replay(testbed, tmp_path, testbed.serving_flags, {"--max-model-len": IN + OUT},
-                          "lift the sequence limit, with a context just long enough for the benchmark")
+def test_truncating_max_model_len_is_rejected_by_the_eval_gate(replayed):
+    out, steps, led = replayed
+    t = steps["s02"]
     _assert_rejected_by_evals(out, t, led, "longctx")
     assert t["numbers"]["evals"]["longctx"]["candidate"] == 0.0  # every long prompt refused
+    assert led.trial(t["incumbent_id"])["candidate"]["flags"]["--max-num-seqs"] == 1  # judged against the baseline
 
 
-def test_eager_bf16_where_it_fails_the_smoke_prompt_is_judged_by_the_evals(testbed, tmp_path):
-    tried = {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
-    if tried.get("eager-bf16") is not False:
+def test_the_baseline_stays_deployed_unless_a_step_passed_the_gate(replayed):
+    out, steps, led = replayed
+    best = led.trial(led.incumbent())["candidate"]
+    kept = [t for t in steps.values() if t["verdict"] == "kept"]
+    if kept:
+        assert best["flags"] == kept[-1]["candidate"]["flags"]
+    else:
+        assert best["flags"]["--max-num-seqs"] == 1
+    assert out["best"]["flags"] == best["flags"]  # what the run reports is what it would deploy
+
+
+def test_eager_bf16_where_it_fails_the_smoke_prompt_is_judged_by_the_evals(testbed, replayed):
+    if not _bf16_failed_smoke(testbed):
+        tried = {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
         pytest.skip(f"eager bf16 did not fail the smoke prompt on this CPU (modes tried: {', '.join(tried)}) "
                     f"({testbed.mode.get('cpu', {}).get('model_name', '?')}, serving mode {testbed.mode['mode']})")
-    out, t, led = _replay(testbed, tmp_path, testbed.serving_flags,
-                          {"--enforce-eager": True, "--dtype": "bfloat16"},
-                          "lift the sequence limit, in the faster eager bf16 mode")
+    out, steps, led = replayed
+    t = steps["s03"]
     n = t["numbers"]
     assert n["gain"] > n["noise"] and min(n["candidate"]) > max(n["incumbent"]), t["reason"]  # speed passed
     assert "evals" in n, (t["verdict"], t["reason"])  # decided by the evals, not before them
     evals = n["evals"]
     assert set(evals) == {"longctx", "qa"}, evals  # both tasks were run on both sides, item for item
     regressed = sorted(task for task, e in evals.items() if not e["non_inferior"])
-    best = led.trial(led.incumbent())["candidate"]
-    if regressed:  # answers that break on the evals: reverted, naming them, never deployed
+    if regressed:  # answers that break on the evals: reverted, naming them
         assert t["verdict"] == "reverted" and t["reason"].startswith("eval regression"), t["reason"]
-        assert all(f"{task} " in t["reason"] for task in regressed) and best["flags"]["--max-num-seqs"] == 1
-    else:  # answers the evals cannot tell from the incumbent's: kept and deployed
+        assert all(f"{task} " in t["reason"] for task in regressed)
+    else:  # answers the evals cannot tell from the incumbent's: kept
         assert t["verdict"] == "kept" and "non-inferior" in t["reason"], t["reason"]
-        assert out["best"]["flags"] == t["candidate"]["flags"] == best["flags"]
     print(f"eager bf16 here: {t['verdict']}: {t['reason']}")

@@ -8,7 +8,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +21,6 @@ from tests import agent_process
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-AGENT = [sys.executable, "-c", "from agent.cli import main; main()"]  # the `agent` console script's code
 DEFAULT_DIR = "~/.cache/inferloop/testbed"
 
 
@@ -65,7 +63,7 @@ def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
     env, argv = readme_command()
     assert argv[:2] == ["agent", "optimize"] and "--config" not in argv  # a newcomer's command: no settings file
     root = str(testbed.root)
-    argv = AGENT + [a.replace(DEFAULT_DIR, root) if a.startswith(DEFAULT_DIR) else a for a in argv[1:]]
+    argv = agent_process.AGENT + [a.replace(DEFAULT_DIR, root) if a.startswith(DEFAULT_DIR) else a for a in argv[1:]]
     budget = int(argv[argv.index("--budget") + 1])
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **env}  # a newcomer's shell: no test paths
     r = agent_process.run(argv, 2400, cwd=tmp_path, env=env)
@@ -87,7 +85,7 @@ def test_a_20k_workload_on_this_model_exits_2_before_launching(testbed, tmp_path
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"measure": {"workload": {"input_len": 20000, "output_len": 1000}}}))
     d = tmp_path / "run"
-    r = subprocess.run(AGENT + ["optimize", "--model", str(testbed.model_dir), "--hw", "cpu", "--backend", "local",
+    r = subprocess.run(agent_process.AGENT + ["optimize", "--model", str(testbed.model_dir), "--hw", "cpu", "--backend", "local",
                                 "--model-path", str(testbed.model_dir), "--python", str(testbed.python),
                                 "--config", str(cfg), "--run-dir", str(d)],
                        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
@@ -105,7 +103,7 @@ def test_ctrl_c_during_a_real_sweep_stops_within_seconds_and_resume_continues(te
                     "requests_per_point": 16, "max_points": 3, "bisect_steps": 0, "eval_items": 10,
                     "eval_tasks": ["qa"]}}))
     d = tmp_path / "run"
-    argv = AGENT + ["optimize", "--model", str(testbed.model_dir), "--hw", "cpu", "--backend", "local",
+    argv = agent_process.AGENT + ["optimize", "--model", str(testbed.model_dir), "--hw", "cpu", "--backend", "local",
                     "--model-path", str(testbed.model_dir), "--python", str(testbed.python), "--config", str(cfg),
                     "--budget", "1", "--approve", "never", "--run-dir", str(d)]
     p = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -138,7 +136,7 @@ def test_ctrl_c_during_a_real_sweep_stops_within_seconds_and_resume_continues(te
     led = Ledger(d)
     assert led.meta("status") == "interrupted"
     led.close()
-    r = agent_process.run(AGENT + ["resume", str(d), "--json"], 1200, cwd=REPO, env=_env())
+    r = agent_process.run(agent_process.AGENT + ["resume", str(d), "--json"], 1200, cwd=REPO, env=_env())
     assert r.returncode == 0, r.stderr[-3000:]
     led = Ledger(d)
     assert led.meta("status") == "done"

@@ -39,7 +39,7 @@ READY = {"vllm": ("(APIServer pid=", "Application startup complete."),
 
 def _agent(*args, timeout=1800):
     from sandboxes.testbed.serve import vllm_env
-    return agent_process.run([sys.executable, "-c", "from agent.cli import main; main()", *args], timeout, cwd=REPO,
+    return agent_process.run(agent_process.agent(*args), timeout, cwd=REPO,
                              env=vllm_env(), stdin=subprocess.DEVNULL)
 
 

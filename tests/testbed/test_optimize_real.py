@@ -6,7 +6,6 @@ anything useful, is reverted. Eager-mode launches and short sweeps keep it to a 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,10 +39,10 @@ def run(testbed, tmp_path_factory):
     cfg = d.parent / "run.yaml"
     cfg.write_text(yaml.safe_dump({**SETTINGS, "base_flags": {**SETTINGS["base_flags"], **testbed.serving_flags}}))
     from sandboxes.testbed.serve import vllm_env
-    argv = [sys.executable, "-c", "from agent.cli import main; main()", "optimize", "--model", testbed.model_name,
+    argv = agent_process.agent("optimize", "--model", testbed.model_name,
             "--hw", "cpu", "--backend", "local", "--model-path", str(testbed.model_dir),
             "--python", str(testbed.python), "--config", str(cfg), "--budget", "3", "--approve", "never",
-            "--run-dir", str(d), "--json"]
+            "--run-dir", str(d), "--json")
     r = agent_process.run(argv, 1200, cwd=REPO, env=vllm_env())
     assert r.returncode == 0, r.stderr[-4000:]
     return d, json.loads(r.stdout), Ledger(d), r.stderr
