@@ -67,6 +67,16 @@ class PlanContext:
     # speculation: the phase its decided trials reached, which they do not move.
     at_phase: str | None = None
 
+    def start_flags(self, fw: str) -> dict:
+        """What a candidate of framework `fw` starts from: the framework's own flags for this kind of
+        host (sglang on a CPU: tools/frameworks/sglang.py), then the run's base_flags its schema knows."""
+        adapter = self.framework(fw)
+        own = dict(getattr(adapter, "platform_flags", lambda v: {})(self.hw.vendor))
+        return {**own, **{k: v for k, v in self.config.base_flags.items() if k in adapter.flags}}
+
+    def start_env(self, fw: str) -> dict:
+        return dict(getattr(self.framework(fw), "platform_env", lambda v: {})(self.hw.vendor))
+
     def framework(self, name: str) -> Framework:
         """The adapter (flag schema, argv, log signatures) of the version this run's sandbox runs:
         planners search only flags that version has."""

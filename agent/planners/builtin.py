@@ -63,7 +63,7 @@ class BuiltinPlanner:
     def _baseline(self, ctx: PlanContext) -> Proposal:
         fw = ctx.frameworks[0]
         c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=self._full_tp(ctx)),
-                      flags=_base_flags(ctx, fw), env=_platform_env(ctx, fw))
+                      flags=ctx.start_flags(fw), env=ctx.start_env(fw))
         what = "default flags" + (f" + {c.flags}" if c.flags else "")
         return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, {what}",
                         rationale="measure the starting point with the framework's defaults",
@@ -121,8 +121,8 @@ class BuiltinPlanner:
         base = Candidate.model_validate(ctx.trials[0]["candidate"])
         for fw in ctx.frameworks:
             if fw != base.framework:
-                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel, flags=_base_flags(ctx, fw),
-                              env=_platform_env(ctx, fw))
+                c = Candidate(framework=fw, weights=base.weights, parallel=base.parallel, flags=ctx.start_flags(fw),
+                              env=ctx.start_env(fw))
                 yield _p("framework", f"framework {fw} with default flags", c,
                          "compare serving frameworks on the same weights and parallelism")
 
@@ -280,18 +280,6 @@ class BuiltinPlanner:
             yield Proposal(kind="moe_tune", phase="moe", candidate=c,
                            description=f"tune MoE kernels for TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
-
-
-def _base_flags(ctx: PlanContext, fw: str) -> dict:
-    """The framework's own flags for this kind of host (sglang on a CPU: tools/frameworks/sglang.py),
-    then the run's starting flags that this framework's schema knows."""
-    adapter = ctx.framework(fw)
-    own = dict(getattr(adapter, "platform_flags", lambda v: {})(ctx.hw.vendor))
-    return {**own, **{k: v for k, v in ctx.config.base_flags.items() if k in adapter.flags}}
-
-
-def _platform_env(ctx: PlanContext, fw: str) -> dict:
-    return dict(getattr(ctx.framework(fw), "platform_env", lambda v: {})(ctx.hw.vendor))
 
 
 def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) -> Candidate:

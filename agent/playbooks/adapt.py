@@ -136,10 +136,13 @@ def adapt(step, card, hw, frameworks: tuple[str, ...] | None = None) -> Adapted:
     return a
 
 
-def build_candidate(inc: Candidate, a: Adapted) -> Candidate:
+def build_candidate(inc: Candidate, a: Adapted, start=None) -> Candidate:
+    """The incumbent with the step applied. `start(framework) -> (flags, env)`: what a candidate of
+    another framework starts from on this run (PlanContext.start_flags / start_env)."""
     c = inc
     if a.framework and a.framework != c.framework:  # another framework: the old one's flags do not apply
-        c = Candidate(framework=a.framework, weights=c.weights, parallel=c.parallel)
+        flags, env = start(a.framework) if start else ({}, {})
+        c = Candidate(framework=a.framework, weights=c.weights, parallel=c.parallel, flags=flags, env=env)
     upd: dict = {}
     if a.weights:
         upd["weights"] = a.weights

@@ -110,9 +110,12 @@ class ReplayPlanner:
             if s is not None:
                 self.note(s.id, f"baseline not carried over: {a.skip}")
             return self.fallback.propose(ctx)
+        # this run's base_flags (and the framework's own for this host) under the recorded ones, as
+        # the built-in planner's baseline starts from them
+        flags = {**ctx.start_flags(a.framework), **a.flags}
         c = Candidate(framework=a.framework, weights=a.weights or "bf16",
                       parallel=a.parallel or Candidate(framework=a.framework).parallel,
-                      flags={k: v for k, v in a.flags.items() if v is not None}, env=a.env)
+                      flags={k: v for k, v in flags.items() if v is not None}, env={**ctx.start_env(a.framework), **a.env})
         return Proposal(kind="config", source="playbook", phase="framework", candidate=c,
                         description=tag(s.id, f"baseline: {c.framework}, {c.weights}, TP{c.parallel.tp}"
                                               f"xDP{c.parallel.dp} (as recorded on {self.pb.source.model})"),
@@ -197,7 +200,7 @@ class ReplayPlanner:
             return Proposal(kind="moe_tune", source="playbook", phase=s.phase, candidate=inc,
                             description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")),
                             rationale=why()), False
-        c = build_candidate(inc, a)
+        c = build_candidate(inc, a, lambda fw: (ctx.start_flags(fw), ctx.start_env(fw)))
         if c.key() == inc.key():
             self.note(s.id, "skipped: the incumbent already has this configuration" +
                       (f" (the {s.when.after_diagnosis} failure cannot appear without a change)" if a.patches else ""))

@@ -248,3 +248,22 @@ def test_a_step_that_only_refines_a_step_which_did_not_carry_is_skipped():
     mtp = stock.model_copy(update={"flags": {"--speculative-algorithm": "NEXTN", "--speculative-num-steps": 3}})
     assert rp._refines_uncarried(s03, adapt(s03, card, hw), mtp) is None  # s02 carried: s03 is a real change
     assert rp._refines_uncarried(s04, adapt(s04, card, hw), stock) is None  # a flag of its own
+
+
+def test_the_runs_base_flags_carry_under_the_recorded_steps(tmp_path):
+    """`agent replay --config` takes base_flags as `agent optimize` does: every candidate starts from
+    them (the recorded step's own value wins where both set a flag), a switch of framework too."""
+    pb = pbm.parse({"version": 1, "name": "hand-made", "source": {"model": "glm-5.2", "hw": "mi355x"}, "steps": [
+        {"id": "s01", "kind": "framework", "phase": "framework", "baseline": True, "framework": "vllm",
+         "flags": {"--max-num-seqs": 8, "--max-model-len": 8192}},
+        {"id": "s02", "kind": "flags", "phase": "flags", "flags": {"--max-num-seqs": 64}},
+        {"id": "s03", "kind": "framework", "phase": "framework", "framework": "sglang"}]})
+    rd = tmp_path / "r"
+    base = {"--max-model-len": 4096, "--enforce-eager": True, "--mem-fraction-static": 0.8}
+    replay(pb, config(base_flags=base), rd, sandbox_factory=fake_factory(), suite_factory=fake_suite)
+    by = {t["description"].split("]")[0] + "]": t["candidate"] for t in Ledger(rd).trials()
+          if t["description"].startswith("[playbook")}
+    assert by["[playbook s01]"]["flags"] == {"--max-model-len": 8192, "--enforce-eager": True, "--max-num-seqs": 8}
+    assert by["[playbook s02]"]["flags"]["--enforce-eager"] is True and by["[playbook s02]"]["flags"]["--max-num-seqs"] == 64
+    # sglang's schema has --mem-fraction-static and no --enforce-eager: it starts from what it knows
+    assert by["[playbook s03]"]["flags"].get("--mem-fraction-static") == 0.8 and "--enforce-eager" not in by["[playbook s03]"]["flags"]
