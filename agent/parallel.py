@@ -13,7 +13,8 @@ free, candidates of the next phase run ahead on a provisional incumbent (agent/s
 are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
 recorded until every open trial is decided (a patch changes the driver's source tree). A trial
 the rule wants repeated or evaluated gets its follow-up while it heads the queue: a repeat spreads
-its sides over the free nodes (agent/fanout.py).
+its sides over the free nodes (agent/fanout.py), and the nodes it leaves take the repeats the trials
+behind it will want against the same incumbent (void, on their incumbent side, if the head is kept).
 
 Ground time: every task starts at the driver's ground clock when it is submitted and ends its own
 ground seconds later (the sim's clock; a real node's elapsed time); deciding the head trial moves
@@ -29,7 +30,7 @@ from agent import fanout, nodes, report, review_gate, speculate
 from agent.decide import EVALUATE, REPEAT, decide, objective_value
 from agent.planners.base import PHASES
 from agent.records import Result
-from agent.trial import LedgerRecorder
+from agent.trial import LedgerRecorder, counts_for
 from agent.worker import FIRST, Executor, Lost, Task
 from tools.candidate import Candidate
 
@@ -216,18 +217,33 @@ class Driver:
     def _submit(self, o: Open, need: str, start: float = 0.0) -> None:
         self._send(o, self._task(o, need), max(self.now, start))
 
-    def _repeat(self, o: Open) -> None:
+    def _repeat(self, o: Open, spread_only: bool = False) -> None:
         """The head's repeats: side by side on the free nodes, or both sides on one node in turn."""
         rec = LedgerRecorder(self.rt.ledger, o.tid, self.inc)  # the series decide() just read
         inc, cand = rec.series()
         parts = fanout.sides(len(inc), rec.count("incumbent"), len(cand), self.rt.config.gate.max_repeats,
                              self.workers - self._busy())
         if not parts:
-            return self._submit(o, REPEAT)
+            return None if spread_only else self._submit(o, REPEAT)
         base = self._task(o, REPEAT)
         for i, (side, nth) in enumerate(parts):  # each side its own dir: two nodes of one host never share a tree
             self._send(o, replace(base, side=side, nth=nth, step=base.step + i,
                                   work_dir=f"{base.work_dir}-{side}-{nth}"), self.now)
+
+    def _repeat_ahead(self) -> None:
+        """While the head repeats, the open trials behind it that the rule would repeat too get their
+        repeats now on the nodes left, against the same incumbent: the measurements a one-at-a-time
+        run takes in their turn whenever the head is not kept (the same bench seeds). A kept head
+        voids their incumbent side (counts_for); the candidate side stands. Called only when
+        everything else is back, so what it sends does not depend on which worker finished first."""
+        cfg = self.rt.config
+        for o in self.queue[1:]:
+            if o.out or o.review or o.kind == "patch" or o.first_data is None or o.base != self.inc:
+                continue
+            if self.rt.ledger.trial(o.tid)["status"] == "done":
+                continue
+            if decide(*LedgerRecorder(self.rt.ledger, o.tid, self.inc).series(), cfg.objective, cfg.gate).decision == REPEAT:
+                self._repeat(o, spread_only=True)
 
     def _send(self, o: Open, task: Task, start: float) -> None:
         o.out[self.executor.submit(task)] = (task, start)
@@ -243,10 +259,11 @@ class Driver:
                       need=need, kind=t["kind"], config=self.rt.config.model_dump(mode="json"),
                       candidate=t["candidate"], patches=_patches(led, c),
                       work_dir=str(Path(self.rt.run_dir) / "nodes" / f"trial-{o.tid:04d}"),
-                      incumbent=inc_t["candidate"] if inc_t else None,
+                      incumbent=inc_t["candidate"] if inc_t else None, incumbent_id=self.inc,
                       incumbent_patches=_patches(led, Candidate.model_validate(inc_t["candidate"])) if inc_t else [],
                       incumbent_data=[m["data"] for m in led.measurements(self.inc, "candidate")] if inc_t else [],
-                      rows=[(m["role"], m["data"], m["wall_s"], m["ground_s"]) for m in led.measurements(o.tid)],
+                      rows=[(m["role"], m["data"], m["wall_s"], m["ground_s"]) for m in led.measurements(o.tid)
+                            if counts_for(m, self.inc)],
                       ground_module=self.ground_module)
 
     def _collect(self) -> None:
@@ -295,6 +312,8 @@ class Driver:
                 self.lone = head.tid if not self._busy() else None
                 if v.decision == REPEAT:
                     self._repeat(head)
+                    if self.lone == head.tid:
+                        self._repeat_ahead()
                 else:
                     self._submit(head, EVALUATE)
                 return
@@ -349,6 +368,8 @@ def record(rt: nodes.Runtime, tid: int, task: Task, res: dict) -> None:
         led.update_trial(tid, candidate=res["candidate"])
         led.event("moe", f"trial {tid}: tuned -> {Candidate.model_validate(res['candidate']).moe_configs}")
     for role, data, wall_s, ground_s in res["rows"]:
+        if role == "incumbent" and task.incumbent_id is not None:
+            data = {**data, "vs": task.incumbent_id}  # which incumbent it measured (agent/trial.py counts_for)
         led.add_measurement(tid, role, data, wall_s=wall_s, ground_s=ground_s)
     if res.get("evals_row"):
         first = led.measurements(tid, "candidate")[0]

@@ -174,6 +174,13 @@ def _failed(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, e: LaunchFailu
     return Result(verdict="failed", code="launch_failed", reason=f"launch failed: {why}")
 
 
+def counts_for(m: dict, inc: int | None) -> bool:
+    """Does ledger row `m` count for a decision against incumbent `inc`? An incumbent-side row counts
+    only for the incumbent it measured (data["vs"]: the parallel driver tags its rows, since a repeat
+    may run ahead of the trial's turn and the incumbent change meanwhile); every other row counts."""
+    return m["role"] != "incumbent" or m["data"].get("vs", inc) == inc
+
+
 class LedgerRecorder:
     """A trial's steps, written to the run's ledger as they happen."""
 
@@ -185,10 +192,10 @@ class LedgerRecorder:
         if self.inc is None:
             return [], cand
         incs = [m["data"] for m in self.led.measurements(self.inc, "candidate")]
-        return incs + [m["data"] for m in self.led.measurements(self.tid, "incumbent")], cand
+        return incs + [m["data"] for m in self.led.measurements(self.tid, "incumbent") if counts_for(m, self.inc)], cand
 
     def count(self, role: Role) -> int:
-        return len(self.led.measurements(self.tid, role))
+        return sum(counts_for(m, self.inc) for m in self.led.measurements(self.tid, role))
 
     def last_role(self) -> Role | None:
         ms = self.led.measurements(self.tid)

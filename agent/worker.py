@@ -33,6 +33,7 @@ class Task:
     work_dir: str  # the worker's run dir for this task (logs, source tree, tuned configs)
     patches: list = field(default_factory=list)  # [(patch id, diff, fix)] the candidate carries, approved
     incumbent: dict | None = None  # Candidate JSON of the incumbent (repeats measure it too)
+    incumbent_id: int | None = None  # ... its trial (the driver tags incumbent-side rows with it)
     side: str | None = None  # a repeat's one side on a node of its own (incumbent | candidate); None: both
     nth: int = 0  # ... and which measurement of that role it is
     incumbent_patches: list = field(default_factory=list)

@@ -199,3 +199,74 @@ def test_a_repeat_takes_as_many_nodes_as_its_sides_and_the_rule_allow():
     assert fanout.sides(1, 0, 1, 3, 1) == []  # one node: both sides in turn there
     assert fanout.sides(3, 0, 2, 3, 8) == []  # one measurement left to take: nothing to spread
     assert fanout.sides(2, 1, 2, 3, 2) == [("incumbent", 1), ("candidate", 2)]  # resumed after one repeat
+
+
+class ThreeFlags:
+    """The baseline, then three flag settings a, b, c on it; then nothing more."""
+    name = "three-flags"
+
+    def propose(self, ctx):
+        n = len(ctx.trials)
+        if n == 0:
+            return BuiltinPlanner().propose(ctx)
+        if n > 3:
+            return Proposal(kind="stop", phase=ctx.phase, description="script done")
+        base = Candidate.model_validate(ctx.trials[0]["candidate"])
+        c = base.model_copy(update={"flags": {**base.flags, "--max-num-seqs": 64 * n}})
+        return Proposal(kind="config", phase="flags", description="abc"[n - 1], candidate=c)
+
+
+class ThreeWithinNoise(Scripted):
+    """a, b and c all measure within noise of the baseline at first. a stays within it (reverted
+    after its repeats); b's repeats make it a clear win (kept); c would have needed repeats against
+    the baseline, but loses to b."""
+    VALUES = {(1, "candidate"): [(1000, 15)],
+              (2, "candidate"): [(1010, 20), (1000, 20), (1005, 20)], (2, "incumbent"): [(1000, 15)] * 2,
+              (3, "candidate"): [(1030, 20), (1040, 20), (1035, 20)], (3, "incumbent"): [(1000, 15)] * 2,
+              (4, "candidate"): [(1025, 20), (1020, 20), (1022, 20)], (4, "incumbent"): [(1001, 15)] * 2}
+
+    def submit(self, task):
+        h = super().submit(task)
+        self.sent = [*getattr(self, "sent", []), (task.trial_id, task.need, task.side, task.incumbent_id)]
+        return h
+
+
+def test_repeats_of_trials_behind_the_head_run_with_its_own_and_a_kept_head_voids_their_incumbent_side(tmp_path):
+    rd = tmp_path / "run"
+    rd.mkdir()
+    rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=10), workers=8))
+    rt.planner = ThreeFlags()
+    runlib.record_start(rt)
+    ex = ThreeWithinNoise()
+    cluster.drive(rt, executor=ex)
+    led = rt.ledger
+    t = {x["id"]: x for x in led.trials()}
+    assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "reverted", "kept", "reverted"], [x["reason"] for x in t.values()]
+    # c's repeats went out right after b's, against the baseline, before b was decided
+    repeats = [(tid, side, inc) for tid, need, side, inc in ex.sent if need == "repeat"]
+    b_last = max(i for i, r in enumerate(repeats) if r[0] == 3)
+    c_first = min(i for i, r in enumerate(repeats) if r[0] == 4)
+    assert c_first == b_last + 1 and all(inc == 1 for tid, _, inc in repeats if tid == 4), repeats
+    assert all(m["data"]["vs"] == 1 for m in led.measurements(4, "incumbent"))  # tagged with what they measured
+    # b was kept: c is decided against b's measurements, the baseline rows it took count for nothing
+    assert t[4]["incumbent_id"] == 1 and t[4]["numbers"]["incumbent"] == [1030.0, 1040.0, 1035.0], t[4]["numbers"]
+    assert t[4]["numbers"]["candidate"] == [1025.0, 1020.0, 1022.0] and t[4]["reason_code"] == "no_gain", t[4]["reason"]
+
+
+def test_an_incumbent_side_row_counts_only_for_the_incumbent_it_measured(tmp_path):
+    from agent.ledger import Ledger
+    from agent.trial import LedgerRecorder
+    (tmp_path / "l").mkdir()
+    led = Ledger(tmp_path / "l", create=True)
+    base = Candidate(framework="vllm")
+    ids = [led.add_trial(phase="flags", kind="config", description=d, candidate=base.model_dump(mode="json"),
+                         incumbent_id=None) for d in "xyz"]
+    for tid in ids[:2]:
+        led.add_measurement(tid, "candidate", _m(1000.0 + tid), wall_s=1.0, ground_s=1.0)
+    z = ids[2]
+    led.add_measurement(z, "candidate", _m(1100.0), wall_s=1.0, ground_s=1.0)
+    led.add_measurement(z, "incumbent", {**_m(990.0), "vs": ids[0]}, wall_s=1.0, ground_s=1.0)
+    led.add_measurement(z, "incumbent", _m(995.0), wall_s=1.0, ground_s=1.0)  # untagged: a one-node run's
+    on_x, on_y = LedgerRecorder(led, z, ids[0]), LedgerRecorder(led, z, ids[1])
+    assert [m["knee_tok_s"] for m in on_x.series()[0]] == [1000.0 + ids[0], 990.0, 995.0] and on_x.count("incumbent") == 2
+    assert [m["knee_tok_s"] for m in on_y.series()[0]] == [1000.0 + ids[1], 995.0] and on_y.count("incumbent") == 1
