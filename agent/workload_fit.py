@@ -64,7 +64,7 @@ def _cpu_defaults(measure, gate, hw) -> list[str]:
     if not changed:
         return []
     shown = ", ".join(f"{k} {v.input_len}/{v.output_len}" if isinstance(v, Workload) else
-                      f"sweep from the warmup's rate" if k == "start_from_warmup" else f"{k} {v:g}"
+                      "sweep from the warmup's rate" if k == "start_from_warmup" else f"{k} {v:g}"
                       for k, v in changed.items())
     return [f"measure on a CPU node: {shown} (the defaults are sized for GPU nodes); "
             "set them in --config to choose others"]

@@ -19,12 +19,14 @@ from agent.worker import InlineExecutor, run as run_task
 from tests.agent.conftest import small_config
 
 
-def drive(tmp_path, workers: int, trials: int = 12, name: str = "run", **kw):
+def drive(tmp_path, workers: int, trials: int = 12, name: str = "run", planner=None, executor=None, **kw):
     rd = tmp_path / name
     rd.mkdir()
     rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=trials), workers=workers, **kw))
+    if planner is not None:
+        rt.planner = planner
     runlib.record_start(rt)
-    out = cluster.drive(rt, executor=InlineExecutor())
+    out = cluster.drive(rt, executor=executor or InlineExecutor())
     return rt, out
 
 
@@ -108,13 +110,8 @@ class Scripted(InlineExecutor):
 
 
 def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_incumbent(tmp_path):
-    rd = tmp_path / "run"
-    rd.mkdir()
-    rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=10), workers=4))
-    rt.planner = Script()
-    runlib.record_start(rt)
     ex = Scripted()
-    cluster.drive(rt, executor=ex)
+    rt, _ = drive(tmp_path, 4, trials=10, planner=Script(), executor=ex)
     led = rt.ledger
     # a's repeats went out a side per node, each side's measurement numbered as one node would
     assert [(side, nth) for tid, need, side, nth, _ in ex.seen if tid == 2 and need == "repeat"] == \
@@ -232,13 +229,8 @@ class ThreeWithinNoise(Scripted):
 
 
 def test_repeats_of_trials_behind_the_head_run_with_its_own_and_a_kept_head_voids_their_incumbent_side(tmp_path):
-    rd = tmp_path / "run"
-    rd.mkdir()
-    rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=10), workers=8))
-    rt.planner = ThreeFlags()
-    runlib.record_start(rt)
     ex = ThreeWithinNoise()
-    cluster.drive(rt, executor=ex)
+    rt, _ = drive(tmp_path, 8, trials=10, planner=ThreeFlags(), executor=ex)
     led = rt.ledger
     t = {x["id"]: x for x in led.trials()}
     assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "reverted", "kept", "reverted"], [x["reason"] for x in t.values()]

@@ -52,8 +52,13 @@ TRUNCATE = ("s02", {"--max-model-len": IN + OUT},
 BF16 = ("s03", {"--enforce-eager": True, "--dtype": "bfloat16"}, "lift the sequence limit, in the faster eager bf16 mode")
 
 
+def _tried(testbed) -> dict:
+    """The serving modes the build's smoke test tried here -> whether each answered right."""
+    return {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
+
+
 def _bf16_failed_smoke(testbed) -> bool:
-    return {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}.get("eager-bf16") is False
+    return _tried(testbed).get("eager-bf16") is False
 
 
 def _playbook(steps: list[tuple]) -> dict:
@@ -125,8 +130,7 @@ def test_the_baseline_stays_deployed_unless_a_step_passed_the_gate(replayed):
 
 def test_eager_bf16_where_it_fails_the_smoke_prompt_is_judged_by_the_evals(testbed, replayed):
     if not _bf16_failed_smoke(testbed):
-        tried = {m["mode"]: m["right"] for m in testbed.mode.get("tried", [])}
-        pytest.skip(f"eager bf16 did not fail the smoke prompt on this CPU (modes tried: {', '.join(tried)}) "
+        pytest.skip(f"eager bf16 did not fail the smoke prompt on this CPU (modes tried: {', '.join(_tried(testbed))}) "
                     f"({testbed.mode.get('cpu', {}).get('model_name', '?')}, serving mode {testbed.mode['mode']})")
     out, steps, led = replayed
     t = steps["s03"]
