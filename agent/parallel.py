@@ -226,9 +226,12 @@ class Driver:
         if not parts:
             return None if spread_only else self._submit(o, REPEAT)
         base = self._task(o, REPEAT)
+        # no earlier than what asked for it was measured: a trial behind the head may have ended
+        # after the head did, on the ground clock, though its result came back first
+        start = max(self.now, o.end)
         for i, (side, nth) in enumerate(parts):  # each side its own dir: two nodes of one host never share a tree
             self._send(o, replace(base, side=side, nth=nth, step=base.step + i,
-                                  work_dir=f"{base.work_dir}-{side}-{nth}"), self.now)
+                                  work_dir=f"{base.work_dir}-{side}-{nth}"), start)
 
     def _repeat_ahead(self) -> None:
         """While the head repeats, the open trials behind it that the rule would repeat too get their

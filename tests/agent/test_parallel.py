@@ -245,6 +245,28 @@ def test_repeats_of_trials_behind_the_head_run_with_its_own_and_a_kept_head_void
     assert t[4]["numbers"]["candidate"] == [1025.0, 1020.0, 1022.0] and t[4]["reason_code"] == "no_gain", t[4]["reason"]
 
 
+class SlowFirstC(ThreeWithinNoise):
+    """As ThreeWithinNoise, but c's first measurement takes 500 ground seconds, not 100: it ends on
+    the ground clock after b's has been repeated, though its result is back before (in process)."""
+
+    def wait(self, handles):
+        h, res = super().wait(handles)
+        t = self.seen[-1]
+        if t[:2] == (4, "first"):
+            res = {**res, "rows": [(r, d, w, 500.0) for r, d, w, _ in res["rows"]], "ground_s": 500.0}
+        return h, res
+
+
+def test_a_repeat_sent_ahead_starts_no_earlier_than_the_measurement_that_asked_for_it(tmp_path):
+    ex = SlowFirstC()
+    rt, _ = drive(tmp_path, 8, trials=10, planner=ThreeFlags(), executor=ex)
+    led = rt.ledger
+    assert any(tid == 4 and need == "repeat" for tid, need, *_ in ex.seen)  # c repeated ahead with b
+    curve = dict(zip((t["id"] for t in led.trials()), (g for g, _ in led.meta("curve"))))
+    # c's first ended at 100 + 500 (after the baseline); a repeat of it could not start before
+    assert curve[4] >= 100 + 500 + 100, curve
+
+
 def test_an_incumbent_side_row_counts_only_for_the_incumbent_it_measured(tmp_path):
     from agent.ledger import Ledger
     from agent.trial import LedgerRecorder
