@@ -165,3 +165,15 @@ def test_every_search_space_is_well_formed():
                 assert s.search["choices"] and all(s.choices is None or c in s.choices for c in s.search["choices"])
             else:
                 assert s.type in (*INT_TYPES, "float") and s.search["low"] < s.search["high"], s.name
+
+
+def test_vllm_on_a_cpu_without_a_bf16_instruction_starts_in_float32():
+    # measured: bf16 there takes oneDNN's fallback (torch linear); on a GPU or a bf16 CPU the
+    # checkpoint's dtype stays (tools/frameworks/vllm.py platform_flags)
+    vllm = get("vllm")
+    assert vllm.platform_flags("cpu", "flags : fpu avx2 fma") == {"--dtype": "float32"}
+    assert vllm.platform_flags("cpu", "flags : fpu avx2 avx512f avx512_vnni") == {"--dtype": "float32"}
+    assert vllm.platform_flags("cpu", "flags : fpu avx2 avx512f avx512_bf16") == {}
+    assert vllm.platform_flags("cpu", "flags : fpu avx512f amx_bf16 amx_tile") == {}
+    assert vllm.platform_flags("amd", "flags : fpu avx2") == {} and vllm.platform_flags("nvidia") == {}
+    vllm.validate(Candidate(framework="vllm", flags=vllm.platform_flags("cpu", "flags : avx2")))  # its own parser takes it
