@@ -250,7 +250,9 @@ def baseline_failure(led: Ledger) -> str:
     t = next(iter(led.trials()), None)
     if t is None:
         return "No trial ran."
-    d = next((d for d in t["diagnoses"] if d.get("fatal", True)), None)
+    # the root cause of a failed launch; else what the log warned of (a server that started but
+    # measured nothing: e.g. vLLM-CPU on its slow GEMM fallback)
+    d = next((d for d in t["diagnoses"] if d.get("fatal", True)), None) or next(iter(t["diagnoses"]), None)
     tail = "\n".join((t["log_excerpt"] or "").splitlines()[-8:])
     return (f"Baseline trial {t['id']}: {t['reason'] or t['verdict']}"
             + (f"\ndiagnosis {d['kind']}: {d['message']}" if d else "")

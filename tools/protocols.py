@@ -19,6 +19,7 @@ from tools.candidate import Candidate
 DIAGNOSIS_KINDS = (
     "moe_default_config",  # MoE kernel fell back to an untuned default (a warning, not fatal)
     "moe_tuned_config",  # the log names the tuned MoE config it uses
+    "cpu_gemm_fallback",  # vLLM-CPU could not build a oneDNN GEMM and runs torch's slow path (a warning)
     "shape_mismatch",  # weight loading: checkpoint tensor shape != parameter shape
     "compile_error",  # a kernel / extension failed to compile
     "oom",  # out of (device) memory

