@@ -82,10 +82,10 @@ def error_rows(cs, eng) -> list[dict]:
     return rows
 
 
-def calibrate(cs, keep: dict, say=print) -> tuple[dict, dict]:
+def calibrate(cs, keep: dict, say=print, pool_weight: float = F.POOL_WEIGHT) -> tuple[dict, dict]:
     """Fit on all cases; returns (table, report with the per-point rows and cross-validation)."""
     items = items_for(cs)
-    layout = F.Layout(sorted({it.row for it in items}))
+    layout = F.Layout(sorted({it.row for it in items}), pool_weight)
     x = layout.x0(keep)
     tbl = layout.table(x, keep)
     eng = engine_eval(cs, tbl)
@@ -158,7 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sandboxes.sim.calibrate", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="evaluate the shipped table only (no fit, no write)")
     ap.add_argument("--points", type=Path, default=None, help="points.json (default: the shared folder's)")
+    ap.add_argument("--pool-weight", type=float, default=F.POOL_WEIGHT, metavar="W",
+                    help=f"how hard each stack's parameters are drawn to their pool across stacks (default "
+                         f"{F.POOL_WEIGHT}, chosen by cross-validation; 0 fits every stack alone)")
     a = ap.parse_args(argv)
+    if a.pool_weight < 0:
+        print(f"--pool-weight {a.pool_weight}: must be >= 0", file=sys.stderr)
+        return 2
     path = a.points or points_path()
     if not path.is_file():
         print(f"no public benchmark points at {path} (set INFERLOOP_SHARED)", file=sys.stderr)
@@ -175,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         rep = {"rows": error_rows(cs, engine_eval(cs, keep))}
         tbl = keep
     else:
-        tbl, rep = calibrate(cs, keep)
+        tbl, rep = calibrate(cs, keep, pool_weight=a.pool_weight)
     summary = F.summarize(rep["rows"])
     refused = [r for r in rep["rows"] if r["refused"]]
     print_report(rep)
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  [{'met' if ok else 'NOT met'}] {name}")
     if not a.check:
         tbl = {**tbl, "note": "written by python -m sandboxes.sim.calibrate; do not edit by hand",
-               "summary": summary, "before": before, "groups": F.group_spread(rep["rows"]),
+               "summary": summary, "before": before, "pool_weight": a.pool_weight, "groups": F.group_spread(rep["rows"]),
                "cv": {k: v["overall"] for k, v in rep["cv"].items()}, "points_file": str(path.name)}
         tmp = table.TABLE_PATH.with_suffix(".tmp")  # atomic: a simulator reading it never sees half a file
         tmp.write_text(json.dumps(tbl, indent=1, sort_keys=True) + "\n")

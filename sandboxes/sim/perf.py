@@ -31,6 +31,7 @@ class Efficiency:
     frontend_tok_s: float  # tokenizer throughput of the (serial) front end, tokens/s
     mixed_prefill: bool = False  # prefill chunks share steps with decodes (vLLM/ATOM) or not (sglang)
     req_ms: float = 10.0  # per-request latency outside the engine (HTTP, tokenizer IPC): adds to TTFT
+    moe_gemm: float | None = None  # ... on the routed experts' grouped GEMMs (None: as dense, a row no MoE data reach)
 
 
 # The rows are the calibration's output (sandboxes/sim/calibration.json, written by
@@ -241,7 +242,7 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
         # saturated rate (measured, table.MOE_HALF_EXPERTS). Under EP a GPU holds 1/tp of them.
         per_gpu = touched / (tp if cfg.ep else 1)
         occupancy = per_gpu / (per_gpu + table.MOE_HALF_EXPERTS)
-        t = max(moe_b / (bw * occupancy), moe_f / (peak * eff.gemm)) / shard_eff
+        t = max(moe_b / (bw * occupancy), moe_f / (peak * (eff.moe_gemm or eff.gemm))) / shard_eff
         parts["moe"] = t if cfg.moe_tuned else t / eff.moe_default
     # Attention: KV reads of decodes (replicated per rank for MLA), FLOPs split over heads.
     attn_peak = hw.peak_tflops("fp32" if fp32 else "bf16") * 1e12 * eff.attn

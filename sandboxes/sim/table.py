@@ -21,7 +21,7 @@ class Param:
     name: str
     low: float
     high: float
-    prior: float  # centre of the weak prior (where the data say nothing, the fit stays here)
+    prior: float  # centre of the weak prior: a row's value is drawn to its pool across rows, the pool to this
     meaning: str
 
 
@@ -31,6 +31,9 @@ ROW_PARAMS: tuple[Param, ...] = (
           "(H200 measured 0.64-0.69 for MoE / dense projections, FACTS.md)"),
     Param("gemm", 0.03, 0.80, 0.30, "achieved fraction of the dtype's dense peak on prefill GEMMs (H200 measured "
           "0.6 for large MoE prefill; small or skewed expert batches reach far less)"),
+    Param("moe_gemm", 0.02, 0.80, 0.25, "achieved fraction of the dtype's dense peak on the routed experts' grouped "
+          "GEMMs (each expert sees a few hundred of a chunk's tokens, over a narrow TP shard, with routing, "
+          "gather/scatter and scale work around it); dense models do not reach it"),
     Param("layer_us", 3.0, 120.0, 25.0, "launch gap per layer per forward with graphs (kernel boundaries, syncs)"),
     Param("step_ms", 0.1, 8.0, 1.5, "host time per engine step (scheduling, sampling, output processing)"),
     Param("req_us", 1.0, 150.0, 20.0, "host time per running request per step (batch bookkeeping, detokenizing)"),

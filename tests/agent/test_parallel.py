@@ -35,8 +35,11 @@ def test_batches_run_at_most_one_phase_ahead_and_verdicts_come_in_proposal_order
     led = rt.ledger
     trials = led.trials()
     assert out["status"] == "done" and len(trials) == 12
-    ended = [t["ended"] for t in trials]
-    assert ended == sorted(ended)  # decided strictly in proposal order
+    # Decided strictly in proposal order. A launch that failed is finished when its result comes
+    # (its verdict owes nothing to the incumbent, and the planner may answer it at once), so the
+    # order is that of the keep/revert verdicts.
+    ended = [t["ended"] for t in trials if t["verdict"] != "failed"]
+    assert ended == sorted(ended)
     for a in trials:
         for b in trials:
             if b["id"] > a["id"] and b["created"] < a["ended"]:  # b was proposed while a was open

@@ -36,7 +36,8 @@ def test_final_config_via_cli_json(capsys):
     # The knee's achieved rate against the one the story's measurement carries: 2626 tok/s of
     # 1000-token answers, all successful, is 2.626 req/s. The story's "2.4 RPS" is the rate its
     # client offered (its sweep: 1.5 RPS -> 1913 tok/s), see STORY_KNEE_RPS_S1.
-    assert near(out["knee"]["rps"], STORY_KNEE_RPS_S1, 0.10), out["knee"]
+    # It is one story figure (tok/s = 1000 x rps), held to the story's 12% like the others.
+    assert near(out["knee"]["rps"], STORY_KNEE_RPS_S1, 0.12), out["knee"]
     assert out["knee"]["tok_s"] == pytest.approx(1000 * out["knee"]["rps"], rel=1e-6)
     assert near(out["knee"]["tok_s"], 2626, 0.12), out["knee"]
     assert near(out["single_stream_tok_s"], 213, 0.12), out["single_stream_tok_s"]

@@ -1,6 +1,7 @@
 """Issue 15: the shipped efficiency table is the calibration's output, and the mechanisms the
 public benchmarks show are in the model (length spread, prompt kind, batch occupancy, versions)."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -261,3 +262,37 @@ def test_nvfp4_checkpoints_do_not_start_on_rocm(tmp_path):
     server = SimSandbox("deepseek-v3", "b200", seed=0).launch(c.model_copy(update={"framework": "sglang"}),
                                                               tmp_path / "nv")
     server.stop()
+
+
+def test_routed_experts_run_at_their_own_gemm_fraction_and_dense_models_never_see_it():
+    # Prefill of a MoE model spends its routed FLOPs in grouped expert GEMMs (a few hundred of the
+    # chunk's tokens per expert): halving their fraction slows the MoE part; a dense model's step
+    # is the same whatever it is.
+    from dataclasses import replace
+    c = SimConfig(framework="sglang", weights="fp8", tp=4, moe_tuned=True)
+    eff = efficiency("sglang", "amd")
+    assert eff.moe_gemm is not None and eff.moe_gemm != eff.gemm
+    slow = replace(eff, moe_gemm=eff.moe_gemm / 2)
+    full, half = (step_time(M, HW, c, e, n_decode=0, decode_ctx=0, prefill_tokens=8192, prefill_ctx=4096,
+                            n_prefill_seqs=1).parts["moe"] for e in (eff, slow))
+    assert half > 1.5 * full
+    llama, d = get_model("llama-3.3-70b"), SimConfig(framework="vllm", weights="fp8", tp=1)
+    dense = [step_time(llama, HW, d, e, n_decode=0, decode_ctx=0, prefill_tokens=8192, prefill_ctx=4096,
+                       n_prefill_seqs=1).seconds for e in (eff, slow)]
+    assert dense[0] == dense[1]
+
+
+def test_a_stack_with_no_points_in_the_fit_is_predicted_at_the_pool_of_the_others(shipped):
+    # Partial pooling: a row is drawn toward its parameters' values across stacks, so a stack held
+    # out of the fit (as in leave-one-source-out) gets the pooled values, not a fixed guess.
+    from sandboxes.sim import calib_fit as F
+    from sandboxes.sim.calibrate import items_for
+    cs, _, tbl, _ = shipped
+    items = items_for([c for c in cs if c.group == "atom/amd"])
+    layout = F.Layout(["atom/amd", "vllm/nvidia"])
+    start = layout.x0(tbl)
+    x = F.fit(items, np.ones(len(items)), layout, tbl, start)
+    v, v0 = layout.values(x), layout.values(start)
+    for p in table.ROW_PARAMS:  # the fit stops within a few % of the pool (its tolerance is on the whole cost)
+        assert v["vllm/nvidia"][p.name] == pytest.approx(v[F.POOL][p.name], rel=0.15), p.name
+    assert sum(abs(math.log(v["vllm/nvidia"][k] / v0["vllm/nvidia"][k])) for k in v0["vllm/nvidia"]) > 1.0
