@@ -13,6 +13,7 @@ from agent.decide import OBJECTIVE_LABEL, objective_value
 from agent.ledger import Ledger
 from tools import frameworks
 from tools.candidate import Candidate
+from tools.protocols import INFO_KINDS
 from tools.inert import inert, inert_line
 
 def _ms(led: Ledger, tid: int) -> list[dict]:
@@ -252,7 +253,8 @@ def baseline_failure(led: Ledger) -> str:
         return "No trial ran."
     # the root cause of a failed launch; else what the log warned of (a server that started but
     # measured nothing: e.g. vLLM-CPU on its slow GEMM fallback)
-    d = next((d for d in t["diagnoses"] if d.get("fatal", True)), None) or next(iter(t["diagnoses"]), None)
+    d = next((d for d in t["diagnoses"] if d.get("fatal", True)), None) \
+        or next((d for d in t["diagnoses"] if d["kind"] not in INFO_KINDS), None)
     tail = "\n".join((t["log_excerpt"] or "").splitlines()[-8:])
     return (f"Baseline trial {t['id']}: {t['reason'] or t['verdict']}"
             + (f"\ndiagnosis {d['kind']}: {d['message']}" if d else "")

@@ -28,6 +28,7 @@ DIAGNOSIS_KINDS = (
     "engine_dead",  # the engine process died (any other cause)
     "not_ready",  # never became ready within the timeout
 )
+INFO_KINDS = ("moe_tuned_config",)  # say what works: neither a cause nor a warning
 
 
 class Diagnosis(BaseModel):

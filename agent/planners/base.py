@@ -95,9 +95,11 @@ class PlanContext:
         return [t for t in self.trials if t["proposal"].get("fixes_trial") == tid]
 
     def failures(self) -> list[dict]:
-        """Failed trials of the current phase, newest first."""
+        """Failed trials of the current phase, newest first; a baseline that started and met the SLO
+        at no load level counts (the run has nothing to build on until it is answered)."""
         phase = self.phase
-        return [t for t in reversed(self.trials) if t["phase"] == phase and t["verdict"] == "failed"]
+        return [t for t in reversed(self.trials) if t["phase"] == phase
+                and (t["verdict"] == "failed" or t.get("reason_code") == "baseline_no_slo")]
 
     def unanswered_failures(self) -> list[dict]:
         """Failed trials of the current phase that no trial answers, newest first."""

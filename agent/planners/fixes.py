@@ -116,12 +116,19 @@ def rocm_guard_patch(tree: Path, rel: str, line_no: int | None, header: str) -> 
 # ---- the catalogue -----------------------------------------------------------------------
 def fixes_for(diagnoses: list[dict], cand: Candidate, *, card, hw, tree: Path | None,
               framework) -> list[Fix]:
-    """Known fixes for a failed launch, most specific first."""
+    """Known fixes for a failed launch (or a baseline that started and measured nothing), most
+    specific first."""
     out: list[Fix] = []
     for d in diagnoses:
+        kind, det = d["kind"], d.get("details") or {}
+        if kind == "cpu_gemm_fallback":  # a warning, and why a server that started measured nothing
+            if "--dtype" in framework.flags and cand.flags.get("--dtype") != "float32":
+                out.append(Fix(name="float32_gemm", kind="flags", flags={"--dtype": "float32"},
+                               why="every matmul took torch's slow fallback (this CPU has no bf16 instruction "
+                                   "oneDNN can use); --dtype float32 runs on oneDNN"))
+            continue
         if not d.get("fatal", True):
             continue
-        kind, det = d["kind"], d.get("details") or {}
         if kind == "shape_mismatch" and tree is not None and getattr(card, "mtp_layers", 0) > 0 \
                 and _speculative(cand):
             f = mtp_prefix_patch(tree, card.num_hidden_layers)

@@ -88,7 +88,8 @@ class LLMPlanner:
         if not ctx.trials:  # the starting point is the framework defaults, whoever plans
             return self.fallback.propose(ctx)
         focus = next((t["id"] for t in ctx.unanswered_failures()), None)
-        q = (f"Trial {focus} failed to launch. Find the cause in its log and the framework source, then "
+        q = (f"Trial {focus} failed (to launch, or to meet the SLO at any load). Find the cause in its log and "
+             "the framework source, then "
              "propose the fix (a patch, or a flag/env change)." if focus is not None else
              "Choose the most promising next thing to try, or stop if nothing is left worth a trial.")
         p, why = self.ask(ctx, question=q, focus=focus)

@@ -150,6 +150,32 @@ def test_a_cpu_node_gets_measurements_it_can_finish_and_the_users_settings_win()
     assert (mine.eval_items, mine.workload.input_len, mine.duration_s) == (50, 100, 10.0)
 
 
+FALLBACK = ("(Worker pid=1) WARNING 12-03 09:38:01 [utils.py:597] Failed to create oneDNN linear, fallback to torch "
+            "linear. Exception: could not create a primitive descriptor for the matmul primitive.")
+
+
+class SlowGemm(FakeSandbox):
+    """vLLM-CPU on a CPU without bf16: it starts, warns that its GEMMs fell back, and serves so
+    slowly that no load level meets the SLO, unless it runs in float32."""
+
+    def launch(self, c, run_dir):
+        srv = super().launch(c, run_dir)
+        if c.framework == "vllm" and c.flags.get("--dtype") != "float32":
+            srv.client.cap, srv._log = 1e-3, srv._log + "\n" + FALLBACK
+        return srv
+
+
+def test_a_baseline_on_the_slow_gemm_fallback_is_answered_with_float32_and_the_run_goes_on(tmp_path):
+    # The driver cannot always see the node's CPU (a remote node): the server's own warning is what
+    # says why its baseline met the SLO nowhere, and the catalogue answers it.
+    out, led, _ = run(tmp_path, SlowGemm)
+    first, retry = led.trials()[:2]
+    assert first["reason_code"] == "baseline_no_slo" and "cpu_gemm_fallback" in [d["kind"] for d in first["diagnoses"]]
+    assert retry["proposal"]["fixes_trial"] == first["id"] and retry["candidate"]["flags"]["--dtype"] == "float32"
+    assert retry["verdict"] == "kept" and out["status"] == "done" and out["best"]
+    assert len([t for t in led.trials() if t["proposal"].get("fixes_trial") == first["id"]]) == 1  # answered once
+
+
 def test_a_baseline_that_started_and_measured_nothing_names_what_its_log_warned_of(tmp_path):
     # vLLM-CPU on its slow GEMM fallback starts fine, and no load level meets the SLO: the run's
     # failure says so, from the server's own warning (a non-fatal diagnosis)
@@ -158,8 +184,7 @@ def test_a_baseline_that_started_and_measured_nothing_names_what_its_log_warned_
     from agent.report import baseline_failure
     from tools.candidate import Candidate
     from tools.frameworks import get
-    line = ("(Worker pid=1) WARNING 12-03 09:38:01 [utils.py:597] Failed to create oneDNN linear, fallback to torch "
-            "linear. Exception: could not create a primitive descriptor for the matmul primitive.")
+    line = FALLBACK
     led = Ledger(tmp_path, create=True)
     tid = led.add_trial(phase="framework", kind="config", description="baseline",
                         candidate=Candidate(framework="vllm").model_dump(mode="json"), incumbent_id=None)
@@ -167,3 +192,8 @@ def test_a_baseline_that_started_and_measured_nothing_names_what_its_log_warned_
     led.finish_trial(tid, Result(verdict="reverted", code="baseline_no_slo", reason="baseline measured no knee"))
     text = baseline_failure(led)
     assert "diagnosis cpu_gemm_fallback" in text and "--dtype float32" in text, text
+    # a line that says what works (a tuned MoE config) explains nothing: it is never the one shown
+    tuned = get("vllm").diagnose("Using configuration from /cfg/E=8,N=64.json for MoE layer.")
+    assert [d.kind for d in tuned] == ["moe_tuned_config"]
+    led.update_trial(tid, diagnoses=[d.model_dump() for d in tuned])
+    assert "diagnosis" not in baseline_failure(led)
