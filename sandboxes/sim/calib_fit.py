@@ -1,8 +1,9 @@
 """Least-squares fit of the efficiency table on log error, and its error summaries.
 
 Pure functions over cases and predictions: the parameter vector (log of each physical parameter,
-bounded to its plausible range, with a weak prior toward the range's typical value so a parameter
-the data do not constrain stays physical) <-> the table rows; residuals of the closed-form
+bounded to its plausible range; a row's parameter is drawn toward its pool across rows and the
+pool toward the range's typical value, so a parameter the data do not constrain stays physical)
+<-> the table rows; residuals of the closed-form
 surrogate corrected by its ratio to the engine; summaries of per-point errors.
 """
 from __future__ import annotations
