@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", type=Path, default=None, help="points.json (default: the shared folder's)")
     ap.add_argument("--pool-weight", type=float, default=F.POOL_WEIGHT, metavar="W",
                     help=f"how hard each stack's parameters are drawn to their pool across stacks (default "
-                         f"{F.POOL_WEIGHT}, chosen by cross-validation; 0 fits every stack alone)")
+                         f"{F.POOL_WEIGHT}, chosen by cross-validation; 0: no pull, so a parameter the data do not reach "
+                         f"is left wherever the solver puts it)")
     a = ap.parse_args(argv)
     if a.pool_weight < 0:
         print(f"--pool-weight {a.pool_weight}: must be >= 0", file=sys.stderr)

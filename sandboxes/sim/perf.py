@@ -31,7 +31,7 @@ class Efficiency:
     frontend_tok_s: float  # tokenizer throughput of the (serial) front end, tokens/s
     mixed_prefill: bool = False  # prefill chunks share steps with decodes (vLLM/ATOM) or not (sglang)
     req_ms: float = 10.0  # per-request latency outside the engine (HTTP, tokenizer IPC): adds to TTFT
-    moe_gemm: float | None = None  # ... on the routed experts' grouped GEMMs (None: as dense, a row no MoE data reach)
+    moe_gemm: float | None = None  # achieved fraction of peak on routed experts' grouped GEMMs (None: as gemm)
 
 
 # The rows are the calibration's output (sandboxes/sim/calibration.json, written by
