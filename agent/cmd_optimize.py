@@ -17,8 +17,6 @@ from typing import List, Optional
 import typer
 from pydantic import ValidationError
 
-from agent import report
-from agent import run as runlib
 from agent.cmd_common import (RUNS_ROOT, emit, first_error, interrupted, load_overrides, parse_pythons, progress,
                                run_dir_arg, run_row)
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
@@ -26,6 +24,13 @@ from agent.errors import BadInput
 from tools import cli_values
 from agent.ledger import LEDGER, Ledger
 from tools.inert import inert, inert_line
+
+
+def _runlib():
+    # The run library pulls in langgraph (~1.5 s): imported only by the commands that run the
+    # graph, so `agent runs`, `--help` and a refused value answer at once.
+    from agent import run
+    return run
 
 
 def register(app: typer.Typer) -> None:
@@ -89,9 +94,9 @@ def register(app: typer.Typer) -> None:
         try:
             if rich_wanted():  # a terminal: a bar over the trial budget with ETA; plain lines otherwise
                 with task("trials", cfg.budget.trials, "trials") as bar:
-                    out = runlib.start(cfg, rd, progress=progress(as_json, bar))
+                    out = _runlib().start(cfg, rd, progress=progress(as_json, bar))
             else:
-                out = runlib.start(cfg, rd, progress=progress(as_json))
+                out = _runlib().start(cfg, rd, progress=progress(as_json))
         except KeyboardInterrupt as e:
             interrupted(rd, e)
         emit(out, as_json)
@@ -102,7 +107,7 @@ def register(app: typer.Typer) -> None:
         """Continue a run from its last checkpoint (after a crash, or after `agent approve/reject`)."""
         rd = run_dir_arg(run)
         try:
-            out = runlib.resume(rd, approve=approve, progress=progress(as_json))
+            out = _runlib().resume(rd, approve=approve, progress=progress(as_json))
         except KeyboardInterrupt as e:
             interrupted(rd, e)
         emit(out, as_json)
@@ -158,7 +163,8 @@ def register(app: typer.Typer) -> None:
     def report_cmd(run: str) -> None:
         """Rebuild report.md/html, result.json, launch.sh and playbook.yaml from the ledger."""
         rd = run_dir_arg(run)
-        cfg = runlib.load_config(rd)
+        cfg = _runlib().load_config(rd)
         _, hwp = resolve_target(cfg.target)
+        from agent import report
         report.write(rd, hwp)
         typer.echo(str(rd / "report.md"))

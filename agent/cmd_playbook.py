@@ -21,7 +21,6 @@ from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_ove
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from tools import cli_values
-from agent.replay import replay
 from tools.inert import inert
 
 # ---- show / diff ---------------------------------------------------------------------------
@@ -115,6 +114,7 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--config {config!r}: {first_error(e)}") from None
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"replay-{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         try:
+            from agent.replay import replay  # langgraph: only when a replay runs
             out = replay(pb, cfg, rd, progress=progress(as_json))
         except KeyboardInterrupt as e:
             interrupted(rd, e)

@@ -79,6 +79,8 @@ def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
         assert re.search(r"\d+\.\d tok/s|knee tok/s/node \d", t["reason"]), t["reason"]
         assert t["numbers"]["candidate"]
     assert not list(run.rglob("procs/*.json"))  # every server stopped: no record of a live group (tools/procs.py)
+    for log in run.glob("server-*.log"):  # a relaunch reuses the compile cache (VLLM.platform_env)
+        assert "due to a load failure" not in log.read_text(errors="replace"), log
 
 
 def test_a_20k_workload_on_this_model_exits_2_before_launching(testbed, tmp_path):

