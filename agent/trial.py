@@ -108,9 +108,11 @@ def run_trial(env: TrialEnv, tid: int, c: Candidate, incumbent: Candidate | None
 
 def _measure(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, role: Role, *,
              first: bool = False, nth: int | None = None) -> tuple[dict, Verdict | None]:
-    """Launch, diagnose the log once, bench, stop; records the measurement. The first one runs
-    the evals in the same server session when decide says the eval gate is next (one launch, not
-    two); it returns decide's verdict when that verdict still holds for what was recorded. `nth`:
+    """Launch, diagnose the log once, bench, stop; records the measurement. A candidate's
+    measurement runs the evals in the same server session when decide, given it, says the eval gate
+    is next: one launch, not two (a repeat that settles a within-noise gain too; on a real node a
+    launch is minutes). It returns decide's verdict when that verdict still holds for what was
+    recorded. `nth`:
     which measurement of its role this is when the ones before it run elsewhere (a repeat's sides
     on nodes of their own), so its bench seed is the one a one-at-a-time run would use."""
     env.prepare(c)
@@ -127,8 +129,8 @@ def _measure(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, role: Role, *
         seed = cfg.seed + 7919 * tid + (0 if first else 31 * (rec.count(role) if nth is None else nth))
         data = bench(server, cfg, env.hw, c.parallel.gpus, seed)
         data["diagnoses"] = diags
-        if first:
-            v = decide(rec.series()[0], [data], cfg.objective, cfg.gate)
+        if role == "candidate" and (first or nth is None):  # nth: the other sides are elsewhere
+            v = decide(rec.series()[0], [*rec.series()[1], data], cfg.objective, cfg.gate)
             if v.decision == EVALUATE:
                 env.progress("  running evals ...")
                 data["evals"] = env.suite.run(server.client, limit=cfg.measure.eval_items, seed=cfg.seed)

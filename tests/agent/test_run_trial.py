@@ -86,3 +86,16 @@ def test_killed_between_the_halves_of_a_repeat_it_measures_the_candidate_first(t
     assert sb2.launches[0][1].framework == "sglang" and lines[0] == "  launching sglang (candidate) ..."
     assert [role for role, *_ in rec.rows][:3] == ["candidate", "incumbent", "candidate"]
     assert (r.verdict, r.code) == decided(e2, rec)
+
+
+def test_a_repeat_that_settles_the_gain_runs_the_evals_in_its_own_session(tmp_path):
+    # the eval gate is next once the repeat's candidate side is measured: evals in that launch,
+    # not in a launch of their own (on a real node every launch is minutes of loading)
+    inc = baseline(tmp_path)
+    e, sb, _ = env(tmp_path, gate=Gate(clear_mult=1000.0))
+    rec = MemoryRecorder(incumbent=inc)
+    r = run_trial(e, 2, Candidate(framework="sglang", weights="mxfp4"), VLLM, rec)  # +65%: clear after one repeat
+    assert r.code == "gain_evals_pass" and len(rec.rows) == 3, r
+    roles = [role for role, *_ in rec.rows]
+    assert len(sb.launches) == len(rec.rows) and roles[-1] == "candidate"
+    assert rec.rows[-1][1]["evals"] and not any(d.get("evals") for _, d, *_ in rec.rows[:-1])
