@@ -112,9 +112,9 @@ def _measure(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, role: Role, *
     measurement runs the evals in the same server session when decide, given it, says the eval gate
     is next: one launch, not two (a repeat that settles a within-noise gain too; on a real node a
     launch is minutes). It returns decide's verdict when that verdict still holds for what was
-    recorded. `nth`:
-    which measurement of its role this is when the ones before it run elsewhere (a repeat's sides
-    on nodes of their own), so its bench seed is the one a one-at-a-time run would use."""
+    recorded. `nth`: which measurement of its role this is when the ones before it run elsewhere
+    (a repeat's sides on nodes of their own), so its bench seed is the one a one-at-a-time run
+    would use; such a side never runs the evals, since it cannot see the whole series."""
     env.prepare(c)
     cfg = env.config
     t0, g0 = time.time(), env.sandbox.elapsed_s()
@@ -130,7 +130,8 @@ def _measure(env: TrialEnv, tid: int, c: Candidate, rec: Recorder, role: Role, *
         data = bench(server, cfg, env.hw, c.parallel.gpus, seed)
         data["diagnoses"] = diags
         if role == "candidate" and (first or nth is None):  # nth: the other sides are elsewhere
-            v = decide(rec.series()[0], [*rec.series()[1], data], cfg.objective, cfg.gate)
+            inc, cand = rec.series()
+            v = decide(inc, [*cand, data], cfg.objective, cfg.gate)
             if v.decision == EVALUATE:
                 env.progress("  running evals ...")
                 data["evals"] = env.suite.run(server.client, limit=cfg.measure.eval_items, seed=cfg.seed)
