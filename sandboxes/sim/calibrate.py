@@ -95,10 +95,14 @@ def calibrate(cs, keep: dict, say=print, pool_weight: float = F.POOL_WEIGHT) -> 
         tbl = layout.table(x, keep)
         eng = engine_eval(cs, tbl)
         say(f"round {k + 1}: {F.summarize(error_rows(cs, eng))}")
+    return tbl, {"rows": error_rows(cs, eng), "cv": cross_validation(cs, items, tbl, eng, layout, keep, x)}
+
+
+def cross_validation(cs, items, tbl, eng, layout, keep, x) -> dict:
+    """Both hold-out schemes from the fit `x` (its table `tbl`, the engine's predictions `eng`)."""
     corr = corrections(items, tbl, eng)
-    cv = {"leave_one_source_out": cross_validate(cs, items, corr, layout, keep, x, "source"),
-          "leave_one_model_out": cross_validate(cs, items, corr, layout, keep, x, "model")}
-    return tbl, {"rows": error_rows(cs, eng), "cv": cv}
+    return {"leave_one_source_out": cross_validate(cs, items, corr, layout, keep, x, "source"),
+            "leave_one_model_out": cross_validate(cs, items, corr, layout, keep, x, "model")}
 
 
 def cross_validate(cs, items, corr, layout, keep, x_full, by: str) -> dict:
@@ -113,7 +117,28 @@ def cross_validate(cs, items, corr, layout, keep, x_full, by: str) -> dict:
         rows = error_rows(cs, eng)
         held += rows
         per[g] = F.summarize(rows)
-    return {"overall": F.summarize(held), "folds": per}
+    return {"overall": F.summarize(held), "folds": per, "rows": held}
+
+
+def held_out_groups(cv: dict) -> dict:
+    """The spread of each framework x hardware group's points where they were held out of the fit
+    (their source, and their model, each left out in turn): what a configuration the fit never saw
+    should expect, which the in-sample spread understates (`agent estimate` prints the larger)."""
+    return F.group_spread([r for scheme in cv.values() for r in scheme["rows"]])
+
+
+def recorded(cv: dict) -> dict:
+    """What calibration.json keeps of a cross-validation: its summaries and held-out bands."""
+    return {"cv": {k: v["overall"] for k, v in cv.items()}, "groups_held_out": held_out_groups(cv)}
+
+
+def cv_of_shipped(cs, keep: dict, pool_weight: float) -> dict:
+    """Cross-validate the shipped table as it is, without refitting it (its rows and predictions
+    stay exactly as shipped): each fold refits from the shipped values, as a full calibration's
+    folds do from its fit."""
+    items = items_for(cs)
+    layout = F.Layout(sorted({it.row for it in items}), pool_weight)
+    return cross_validation(cs, items, keep, engine_eval(cs, keep), layout, keep, layout.x0(keep))
 
 
 # ---- printing ---------------------------------------------------------------------------------
@@ -156,7 +181,11 @@ def targets(summary: dict, refusals: int) -> list[tuple[str, bool]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sandboxes.sim.calibrate", description=__doc__.split("\n")[0])
-    ap.add_argument("--check", action="store_true", help="evaluate the shipped table only (no fit, no write)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="evaluate the shipped table only (no fit, no write)")
+    mode.add_argument("--cv-only", action="store_true",
+                      help="cross-validate the shipped table without refitting it, and rewrite only its "
+                           "cross-validation summaries and held-out bands (its rows, and every prediction, stay)")
     ap.add_argument("--points", type=Path, default=None, help="points.json (default: the shared folder's)")
     ap.add_argument("--pool-weight", type=float, default=F.POOL_WEIGHT, metavar="W",
                     help=f"how hard each stack's parameters are drawn to their pool across stacks (default "
@@ -178,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     for k, why in skipped.items():
         print(f"  {k}: {why}")
     print(f"shipped table: {before}")
-    if a.check:
+    if a.check or a.cv_only:
         rep = {"rows": error_rows(cs, engine_eval(cs, keep))}
         tbl = keep
+        if a.cv_only:
+            rep["cv"] = cv_of_shipped(cs, keep, keep.get("pool_weight", a.pool_weight))
     else:
         tbl, rep = calibrate(cs, keep, pool_weight=a.pool_weight)
     summary = F.summarize(rep["rows"])
@@ -192,10 +223,13 @@ def main(argv: list[str] | None = None) -> int:
           f"flag tables of tools/frameworks); flags: {sorted({f for r in refused for f in r['refused']})}")
     for name, ok in targets(summary, len(refused)):
         print(f"  [{'met' if ok else 'NOT met'}] {name}")
-    if not a.check:
+    if a.cv_only:
+        tbl = {**keep, **recorded(rep["cv"])}
+    elif not a.check:
         tbl = {**tbl, "note": "written by python -m sandboxes.sim.calibrate; do not edit by hand",
                "summary": summary, "before": before, "pool_weight": a.pool_weight, "groups": F.group_spread(rep["rows"]),
-               "cv": {k: v["overall"] for k, v in rep["cv"].items()}, "points_file": str(path.name)}
+               **recorded(rep["cv"]), "points_file": str(path.name)}
+    if not a.check:
         tmp = table.TABLE_PATH.with_suffix(".tmp")  # atomic: a simulator reading it never sees half a file
         tmp.write_text(json.dumps(tbl, indent=1, sort_keys=True) + "\n")
         tmp.replace(table.TABLE_PATH)

@@ -1,5 +1,8 @@
 """How far to trust a simulated prediction: the calibration's residual spread in the nearest
-calibrated group (framework x hardware), with the number of public points behind it.
+calibrated group (framework x hardware), with the number of public points behind it. The spread
+is the larger of the group's in the fit and where its points were held out of the fit (their
+source, or their model, left out: calibrate's cross-validation), since a configuration a user asks
+about is one the fit did not see.
 
 The spread is the root-mean-square of log(predicted / measured) over the group's points, so
 `x exp(+-sd)` is a one-sigma band; a group reached only by extrapolation (same framework on other
@@ -57,20 +60,33 @@ def uncertainty(framework: str, hw: str, tbl: dict | None = None) -> dict:
     g = groups[key]
     widen = 1.0 if basis == "calibrated" else EXTRAPOLATION_WIDENING
     out = {"group": key, "basis": basis, "n": g["n"]}
-    pooled = groups.get("all", {})
-    for metric, name in (("output_tok_s", "tok_s"), ("tpot_s", "tpot"), ("ttft_s", "ttft")):
+    held = tbl.get("groups_held_out", {})
+    for metric, name, label in (("output_tok_s", "tok_s", "tok/s"), ("tpot_s", "tpot", "TPOT"), ("ttft_s", "ttft", "TTFT")):
         if metric in g:
-            sd = g[metric]["sd"]
-            if g[metric]["n"] < MIN_POINTS and metric in pooled:
-                sd = max(sd, pooled[metric]["sd"])
-                out["basis"] = basis = f"{basis}; only {g[metric]['n']} point(s): the spread of all points is used"
-            sd *= widen
+            few = g[metric]["n"] < MIN_POINTS
+            if few:
+                out["basis"] = basis = f"{basis}; only {g[metric]['n']} {label} point(s): the spread of all points is used"
+            fit, held_out = _spread(groups, key, metric, few), _spread(held, key, metric, few)
+            sd = max(fit, held_out or 0.0) * widen
             out[f"{name}_sd"] = round(sd, 4)
             out[f"{name}_factor"] = round(math.exp(sd), 3)  # one-sigma band: x/ this factor
             out[f"{name}_n"] = g[metric]["n"]
+            out[f"{name}_sd_fit"] = fit
+            out[f"{name}_sd_held_out"] = held_out
+    held_tok, fit_tok = out.get("tok_s_sd_held_out"), out.get("tok_s_sd_fit")
+    wider = held_tok is not None and fit_tok is not None and held_tok > fit_tok
     out["message"] = (f"+-{(out.get('tok_s_factor', 1) - 1) * 100:.0f}% tok/s (one sigma, {basis}: "
-                      f"{g['n']} public points in {key})")
+                      f"{g['n']} public points in {key}"
+                      + (f", as they came out predicted with their source or model held out of the fit; "
+                         f"+-{math.expm1(fit_tok) * 100:.0f}% in it" if wider else "") + ")")
     return out
+
+
+def _spread(groups: dict, key: str, metric: str, few: bool) -> float | None:
+    """A group's spread of `metric` (None where not recorded); where the group has few points the
+    spread of all points stands in if larger."""
+    sds = [x[metric]["sd"] for x in (groups.get(key), groups.get("all") if few else None) if x and metric in x]
+    return max(sds) if sds else None
 
 
 def _cpu(framework: str, judged: dict | None, checks: list[dict] = (), native: bool = True) -> dict:

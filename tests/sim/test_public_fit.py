@@ -178,6 +178,33 @@ def test_uncertainty_names_its_group_and_says_when_it_is_far():
     assert far["group"] is None and "far from any calibrated group" in far["message"]
 
 
+def test_the_band_is_the_larger_of_the_groups_spread_in_the_fit_and_held_out_of_it():
+    # A user's configuration is one the fit never saw: where the group's points predicted from a fit
+    # without their source (or model) spread wider than in the fit, that wider spread is the band.
+    tbl = {"groups": {"sglang/b200": {"n": 11, "output_tok_s": {"n": 11, "bias": 0.0, "sd": 0.12},
+                                      "tpot_s": {"n": 11, "bias": 0.0, "sd": 0.17}},
+                      "all": {"n": 40, "output_tok_s": {"n": 40, "bias": 0.0, "sd": 0.2}}},
+           "groups_held_out": {"sglang/b200": {"n": 22, "output_tok_s": {"n": 22, "bias": 0.1, "sd": 0.3},
+                                               "tpot_s": {"n": 22, "bias": 0.0, "sd": 0.1}}}}
+    u = uncertainty("sglang", "b200", tbl)
+    assert (u["tok_s_sd"], u["tok_s_sd_fit"], u["tok_s_sd_held_out"]) == (0.3, 0.12, 0.3)
+    assert u["tpot_sd"] == 0.17  # held out it did better: the fit's spread stands
+    assert u["message"].startswith("+-35% tok/s") and "held out of the fit; +-13% in it" in u["message"]
+    assert uncertainty("sglang", "b200", {"groups": tbl["groups"]})["tok_s_sd"] == 0.12  # none recorded
+
+
+def test_the_shipped_table_records_held_out_bands_for_its_groups(shipped):
+    # calibrate (or calibrate --cv-only) writes them from both hold-out schemes: each point twice
+    _, _, tbl, _ = shipped
+    held, fit = tbl["groups_held_out"], tbl["groups"]
+    assert set(held) == set(fit)
+    assert all(held[g]["n"] == 2 * fit[g]["n"] for g in fit)
+    assert held["all"]["output_tok_s"]["sd"] > fit["all"]["output_tok_s"]["sd"]  # held out is worse overall
+    shipped_band = uncertainty("sglang", "b200")
+    assert shipped_band["tok_s_sd"] == pytest.approx(max(fit["sglang/b200"]["output_tok_s"]["sd"],
+                                                         held["sglang/b200"]["output_tok_s"]["sd"]))
+
+
 def test_on_a_cpu_the_band_is_the_live_testbed_fits_spread_on_the_levels_it_did_not_fit():
     judged = {"framework": "vllm", "model": "smollm2-135m", "levels": [1, 4, 16], "machine": "AMD EPYC",
               "serving_mode": "eager-bf16", "tok_s_sd": 0.2, "ttft_sd": 0.3, "tpot_sd": 0.05}
