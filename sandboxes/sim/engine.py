@@ -22,6 +22,20 @@ from tools.models import ModelCard
 
 MAX_SEGMENT = 48  # decode steps advanced at once at most (context growth changes step cost)
 
+# KV admission, as the real schedulers do it (read in their sources, 2026-12-04). sglang
+# (schedule_policy.py PrefillAdder, 0.5.8 and 0.5.23) admits a request only if its prompt and its
+# whole output (clipped at 4096 tokens) fit beside what the running requests may still write,
+# counted at a "new-token ratio" of their remaining outputs: 0.7 x --schedule-conservativeness at
+# start and whenever the scheduler goes idle, decaying linearly to 0.14 of that over 600 decode
+# steps, and raised after a retraction to what the survivors have actually written of their
+# budgets; it retracts the requests with the fewest output tokens first (then the longest prompt).
+# vLLM V1 (v1/core/sched/scheduler.py) and ATOM (model_engine/scheduler.py) allocate blocks for
+# the prompt only and, when decode runs out, preempt the newest running request (recompute).
+RESERVES_OUTPUT = ("sglang",)
+RATIO_INIT, RATIO_MIN_FACTOR, RATIO_DECAY_STEPS = 0.7, 0.14, 600
+CLIP_NEW_TOKENS = 4096
+RETRACT_STEPS = 20
+
 
 @dataclass
 class _Req:
@@ -50,6 +64,7 @@ class _Replica:
     cached: dict = field(default_factory=dict)  # prefix group -> cached prefix tokens
     used: float = 0.0  # KV tokens held (own tokens of admitted requests)
     preemptions: int = 0
+    ratio: float = 0.0  # sglang's new-token ratio (RESERVES_OUTPUT): the share of running outputs reserved
 
     def busy(self) -> bool:
         return bool(self.waiting or self.prefilling or self.running)
@@ -131,17 +146,28 @@ class Engine:
         heapq.heappush(r.pending, (ready, self._seq, _Req(spec=s, send_s=t, ready_s=ready)))
 
     # ---- one scheduler action of one replica -------------------------------------------
+    @property
+    def _ratio_init(self) -> float:
+        return min(RATIO_INIT * self.cfg.conservativeness, 1.0)
+
     def _admit(self, r: _Replica) -> None:
         cfg = self.cfg
-        ratio = 0.5 * cfg.conservativeness  # sglang's new-token ratio: a guess of what running requests still need
-        reserve = sum(q.spec.output_tokens - q.generated for q in r.running) * ratio
+        sglang = cfg.framework in RESERVES_OUTPUT
+        if not (r.running or r.prefilling):
+            r.ratio = self._ratio_init  # an idle scheduler starts its guess afresh
+        # What admitted requests may still take: the prompt tokens not yet prefilled, and (sglang)
+        # their future outputs, at the ratio for running requests, whole for the ones still prefilling.
+        reserve = sum(q.todo for q in r.prefilling)
+        if sglang:
+            reserve += r.ratio * sum(_left(q) for q in r.running) + sum(_left(q) for q in r.prefilling)
         while r.waiting and len(r.running) + len(r.prefilling) < cfg.max_running:
             q = r.waiting[0]
             hit = 0
             if cfg.prefix_cache and q.spec.prefix_tokens:
                 hit = min(q.spec.prefix_tokens, r.cached.get(q.spec.prefix_group, 0))
             need = q.spec.input_tokens - hit + q.generated
-            if r.used + reserve + need + q.spec.output_tokens * ratio > r.capacity - self._prefix_kv(r):
+            out = _left(q) if sglang else 0.0
+            if r.used + reserve + need + out > r.capacity - self._prefix_kv(r):
                 if not (r.running or r.prefilling) and need + q.spec.output_tokens <= r.capacity:
                     pass  # an idle engine always takes one request that fits
                 else:
@@ -149,7 +175,7 @@ class Engine:
             r.waiting.pop(0)
             q.todo, q.ctx, q.own_kv, q.admitted = int(need), float(hit), 0.0, True
             r.prefilling.append(q)
-            reserve += q.spec.output_tokens * ratio
+            reserve += need + out
 
     def _prefix_kv(self, r: _Replica) -> float:
         return float(sum(r.cached.values()))
@@ -231,6 +257,9 @@ class Engine:
         r.clock += n * t_s
         self.stats["steps"] += n
         self.stats["segments"] += 1
+        if self.cfg.framework in RESERVES_OUTPUT:
+            lo = self._ratio_init * RATIO_MIN_FACTOR
+            r.ratio = max(r.ratio - n * (self._ratio_init - lo) / RATIO_DECAY_STEPS, lo)
         done = self._advance(r, run, n, t_s=t_s, start=start)
         self._preempt(r)
         return done
@@ -266,7 +295,13 @@ class Engine:
         return min(max(g, float(n)), float(n * self.accept_max))
 
     def _preempt(self, r: _Replica) -> None:
-        """Out of KV: retract the newest running requests (they re-prefill later)."""
+        """Out of KV: retract running requests (they re-prefill later): sglang the ones with the
+        fewest output tokens (then the longest prompt) and raises its ratio to what the rest have
+        written of their budgets; vLLM and ATOM the newest."""
+        sglang = self.cfg.framework in RESERVES_OUTPUT
+        if sglang and r.used + self._prefix_kv(r) > r.capacity:
+            r.running.sort(key=lambda q: (q.generated, -q.spec.input_tokens), reverse=True)
+        retracted = False
         while r.used + self._prefix_kv(r) > r.capacity and len(r.running) > 1:
             q = r.running.pop()
             r.used -= q.own_kv
@@ -275,6 +310,15 @@ class Engine:
             r.waiting.insert(0, q)
             r.preemptions += 1
             self.stats["preemptions"] += 1
+            retracted = True
+        if sglang and retracted:
+            written = sum(q.generated for q in r.running) + RETRACT_STEPS * len(r.running)
+            r.ratio = min(1.0, written / (sum(min(q.spec.output_tokens, CLIP_NEW_TOKENS) for q in r.running) + 1))
+
+
+def _left(q: _Req) -> float:
+    """Output tokens a request may still write, as sglang's scheduler budgets them (clipped)."""
+    return min(q.spec.output_tokens - q.generated, CLIP_NEW_TOKENS)
 
 
 def _mean_ctx(run: list[_Req]) -> float:

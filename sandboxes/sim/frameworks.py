@@ -137,6 +137,7 @@ def _dp_attention(cfg: SimConfig, on: bool, notes: list[str]) -> None:
         notes.append(f"dp attention needs tp_size % dp_size == 0 (tp={cfg.tp}, dp={cfg.dp}); ignored")
         return
     cfg.attn_dp, cfg.dp = cfg.dp, 1
+    cfg.conservativeness *= 0.3  # server_args.py _handle_data_parallelism, silently (0.5.8, 0.5.23)
     notes.append(f"DP attention is enabled. The chunked prefill size is adjusted to {cfg.chunk} to avoid MoE kernel "
                  f"issues. attn_dp_size={cfg.attn_dp}")
 

@@ -175,10 +175,20 @@ def kv_bytes_per_token_per_gpu(m: ModelCard, cfg: SimConfig) -> float:
     return b / _kv_head_split(m, cfg)
 
 
-def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float, prefill: bool = False) -> tuple[float, float]:
-    """(FLOPs, KV bytes) of attention for `tokens` query tokens over `ctx` keys, whole model.
-    MLA decodes in the absorbed form (scores against the latent) and prefills in the expanded
-    multi-head form (per-head keys and values, fewer FLOPs per key)."""
+# DSA's lightning indexer: where the serving stack skips it when every key fits in the top-k (sglang's
+# and ATOM's indexers return all positions for a context of index_topk or fewer; checked in sglang
+# 0.5.8-0.5.23 dsa/nsa_indexer.py and ATOM 2026-08-22 sparse_attn_indexer, 2026-12-04).
+INDEXER_SKIPS_SHORT = ("sglang", "atom")
+
+
+def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float, prefill: bool = False,
+               index_rate: float = 1.0, index_short: bool = False) -> tuple[float, float]:
+    """(FLOPs, KV bytes) of attention for `tokens` query tokens over `ctx` keys, whole model, in
+    bf16-peak FLOPs. MLA decodes in the absorbed form (scores against the latent) and prefills in
+    the expanded multi-head form (per-head keys and values, fewer FLOPs per key). A DSA indexer
+    scores in FP8 (FP8 queries and keys, FP32 accumulation, in sglang, vLLM and ATOM on both
+    vendors), so its FLOPs count 1/index_rate (the chip's fp8/bf16 peak ratio); `index_short`: the
+    stack skips it where the context fits in the top-k."""
     if m.is_mla:
         attended = min(ctx, m.index_topk) if m.index_topk else ctx
         if prefill:
@@ -187,8 +197,9 @@ def _attn_cost(m: ModelCard, ctx: float, tokens: float, kvb: float, prefill: boo
             per_key = 2 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
         flops = tokens * attended * per_key
         kv = attended * (m.kv_lora_rank + m.qk_rope_head_dim) * kvb
-        if m.index_n_heads:  # DSA indexer scores every key, with its own small fp8 key cache
-            flops += tokens * ctx * 2 * m.index_n_heads * m.index_head_dim
+        if m.index_n_heads and not (index_short and ctx <= m.index_topk):
+            # DSA indexer scores every key, with its own small fp8 key cache
+            flops += tokens * ctx * 2 * m.index_n_heads * m.index_head_dim / index_rate
             kv += ctx * m.index_head_dim
         return flops * m.num_hidden_layers, kv * m.num_hidden_layers
     per_key = 4 * m.num_attention_heads * m.hdim
@@ -248,8 +259,10 @@ def step_time(m: ModelCard, hw: HardwareProfile, cfg: SimConfig, eff: Efficiency
     attn_peak = hw.peak_tflops("fp32" if fp32 else "bf16") * 1e12 * eff.attn
     # Under DP attention each rank reads only its own requests' KV.
     kv_split = _kv_head_split(m, cfg) * cfg.attn_dp
-    f_d, b_d = _attn_cost(m, decode_ctx, v, kvb)
-    f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb, prefill=True) if prefill_tokens else (0.0, 0.0)
+    idx = {"index_rate": 1.0 if fp32 else hw.peak_tflops("fp8") / hw.peak_tflops("bf16"),
+           "index_short": cfg.framework in INDEXER_SKIPS_SHORT}
+    f_d, b_d = _attn_cost(m, decode_ctx, v, kvb, **idx)
+    f_p, b_p = _attn_cost(m, prefill_ctx, prefill_tokens, kvb, prefill=True, **idx) if prefill_tokens else (0.0, 0.0)
     parts["attn"] = (max(n_decode * b_d / kv_split / bw, n_decode * f_d / tp / attn_peak)
                      + max(b_p / kv_split / bw, f_p / tp / attn_peak))
     # Launch gaps: graphs only capture decode batches; prefill always runs eagerly.

@@ -53,7 +53,10 @@ def test_batches_run_at_most_one_phase_ahead_and_verdicts_come_in_proposal_order
 
 
 def test_the_next_phase_starts_before_the_last_trial_of_this_one_is_decided(tmp_path):
-    rt, _ = drive(tmp_path, 4)
+    # A run goes ahead only at a quiet point (the head's repeat or evals out, nothing else): on the
+    # shipped fit this small run reaches one with 3 nodes in 16 trials (MTP's patch trial repeating);
+    # the scripted test below shows the mechanism on fixed numbers.
+    rt, _ = drive(tmp_path, 3, trials=16)
     trials = rt.ledger.trials()
     ahead = [(a["id"], b["id"]) for a in trials for b in trials if b["id"] > a["id"]
              and PHASES.index(b["phase"]) > PHASES.index(a["phase"]) and b["started"] < a["ended"]]

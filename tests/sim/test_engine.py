@@ -45,10 +45,41 @@ def test_more_load_more_throughput_until_saturation():
 
 
 def test_small_kv_pool_preempts_and_still_finishes_everything():
-    e = engine(mem_fraction=0.40)  # a few requests' worth of KV per replica
+    # vLLM admits on the prompt alone: the outputs outgrow the pool and the newest are preempted
+    e = engine(mem_fraction=0.40, framework="vllm", dp=1)  # a few requests' worth of KV
     assert 0 < e.capacity < 200_000
-    recs = e.run(schedule(Workload(input_len=20000, output_len=2000, prefix_hit=0.0), n=30, rate=2.0, seed=4))
+    recs = e.run(schedule(Workload(input_len=6000, output_len=4000, prefix_hit=0.0), n=30, rate=None, seed=4),
+                 concurrency=10)
     assert all(r.ok for r in recs) and e.stats["preemptions"] > 0
+
+
+def test_admission_reserves_what_each_frameworks_scheduler_reserves():
+    # sglang admits a request only if its prompt and its whole output (clipped at 4096) fit; vLLM
+    # and ATOM allocate for the prompt only (engine.py says where in their sources)
+    from sandboxes.sim.engine import _Replica, _Req
+    specs = schedule(Workload(input_len=6000, output_len=4000, prefix_hit=0.0), n=10, rate=None, seed=4)
+    admitted = {}
+    for fw in ("sglang", "vllm", "atom"):
+        e = engine(mem_fraction=0.40, framework=fw, dp=1)
+        r = _Replica(0, e.capacity, waiting=[_Req(spec=s, send_s=0.0, ready_s=0.0) for s in specs])
+        e._admit(r)
+        admitted[fw] = len(r.prefilling)
+    assert admitted == {"sglang": int(e.capacity // 10000), "vllm": 10, "atom": 10}
+
+
+def test_sglangs_new_token_ratio_decays_while_decoding_and_rises_after_a_retraction():
+    from sandboxes.sim.engine import RATIO_INIT, RATIO_MIN_FACTOR
+    e = engine(mem_fraction=0.40, dp=1)
+    seen = []
+    admit = e._admit
+    e._admit = lambda r: (admit(r), seen.append((r.preemptions, r.ratio)))[0]
+    recs = e.run(schedule(Workload(input_len=2000, output_len=4000, prefix_hit=0.0), n=30, rate=None, seed=4),
+                 concurrency=15)
+    assert all(r.ok for r in recs) and e.stats["preemptions"] > 0
+    floor = RATIO_INIT * RATIO_MIN_FACTOR
+    assert min(x for _, x in seen) == pytest.approx(floor)  # decayed to its floor before the pool ran out
+    after = [x for k, x in seen if k > 0]
+    assert after and max(after) > 3 * floor  # a retraction raised it to what the survivors wrote
 
 
 def test_fixed_concurrency_keeps_that_many_in_flight():
