@@ -247,8 +247,7 @@ class BuiltinPlanner:
                 par = Parallel(tp=tp, dp=n // tp, ep=ep)
                 if par == inc.parallel or any(tp < t and ep == e for t, e in oom):
                     continue
-                yield _p("parallel", f"TP{tp} x DP{n // tp}{' + EP' if ep else ''}",
-                         inc.model_copy(update={"parallel": par}),
+                yield _p("parallel", _layout(par), inc.model_copy(update={"parallel": par}),
                          "trade tensor parallelism for data-parallel replicas" + (" with expert parallelism" if ep else ""))
 
     def _moe(self, ctx: PlanContext) -> Iterator[Proposal]:
@@ -263,9 +262,12 @@ class BuiltinPlanner:
                            description=f"tune MoE kernels for {ctx.card.name} on {inc.parallel.tp}-way shards",
                            rationale=f"the incumbent's log warns: {warn[0]['evidence'][0] if warn[0]['evidence'] else warn[0]['message']}")
         # Kernel tuning changes which layout wins: retune the layouts that launched but lost while
-        # their kernels were on the fallback path, best first.
+        # their kernels were on the fallback path, best first. Once a tune is kept; or, with trials
+        # running side by side (agent/parallel.py), while the first tune is still out: the retunes
+        # are the same candidates either way (the incumbent's configuration on the lost layout),
+        # decided after it in proposal order, so they take nodes that would otherwise wait a round.
         tuned = [x for x in ctx.trials if x["kind"] == "moe_tune"]
-        if not any(x["verdict"] == "kept" for x in tuned):
+        if not any(x["verdict"] == "kept" or x["status"] != "done" for x in tuned):
             return
         fw = ctx.framework(inc.framework)
         lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted"
@@ -277,8 +279,7 @@ class BuiltinPlanner:
                 continue
             env = {k: v for k, v in inc.env.items() if k != fw.moe_config_env}
             c = inc.model_copy(update={"parallel": par, "moe_configs": [], "env": env})
-            yield Proposal(kind="moe_tune", phase="moe", candidate=c,
-                           description=f"tune MoE kernels for TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}",
+            yield Proposal(kind="moe_tune", phase="moe", candidate=c, description=f"tune MoE kernels for {_layout(par)}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
 
 
@@ -289,6 +290,10 @@ def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) 
     else:
         flags[name] = value
     return c.model_copy(update={"flags": flags})
+
+
+def _layout(par: Parallel) -> str:
+    return f"TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}"
 
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:
