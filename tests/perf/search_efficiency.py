@@ -23,8 +23,12 @@ Strategies, each counting distinct launches (a failed launch counts; a repeated 
   propose points outside the space (TPE over numeric flags); those are measured on the sim too.
 - variant_parallel_first: for comparison only, the same built-in planner with the parallel phase
   moved before the flags phase (a subclass here; the shipped planner is unchanged).
-Every point is measured once on the sim, seeded by the candidate, so all strategies see the same
-number for the same configuration.
+Every point is measured once on the sim without its run-to-run noise and on one request sequence
+(the same bench seed for every point), so all strategies see the same number for the same
+configuration, and the space's best is the best configuration, not the luckiest draw: with noise
+the best of 560 noisy points was inflated by the largest of 560 draws (on the 2026-12-04 fit
+qwen's "best" was the very configuration the built-in planner measured, 6.6% higher under another
+key), and 95% of it was out of reach of anything that measured it once.
 """
 from __future__ import annotations
 
@@ -57,7 +61,8 @@ from tools.protocols import LaunchFailure  # noqa: E402
 
 PAIRS = ("glm-5.2/mi355x/mxfp4", "deepseek-v3/h200/fp8", "qwen3-235b-a22b/b200/fp8")
 TARGET = 0.95
-NOISE = 0.02
+NOISE = 0.02  # the built-in planner's keep rule here: beat the incumbent by more than the loop's noise floor
+BENCH_SEED = 0  # one request sequence for every point
 BUILTIN_MAX = 80
 
 
@@ -77,10 +82,10 @@ class Ground:
         k = c.key()
         if k not in self.cache:
             seed = int(hashlib.sha256(k.encode()).hexdigest()[:8], 16)
-            sb = self.SimSandbox(self.card, self.hw, seed=seed)
+            sb = self.SimSandbox(self.card, self.hw, seed=seed, noise=0.0)
             try:
                 with sb.launch(c, self.work) as server:
-                    d = bench(server, self.cfg, self.hw, c.parallel.gpus, seed)
+                    d = bench(server, self.cfg, self.hw, c.parallel.gpus, BENCH_SEED)
                 self.cache[k], self.data[k] = objective_value(d, "knee"), d
             except LaunchFailure:
                 self.cache[k] = None
