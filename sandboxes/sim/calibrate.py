@@ -132,13 +132,13 @@ def recorded(cv: dict) -> dict:
     return {"cv": {k: v["overall"] for k, v in cv.items()}, "groups_held_out": held_out_groups(cv)}
 
 
-def cv_of_shipped(cs, keep: dict, pool_weight: float) -> dict:
-    """Cross-validate the shipped table as it is, without refitting it (its rows and predictions
-    stay exactly as shipped): each fold refits from the shipped values, as a full calibration's
-    folds do from its fit."""
+def cv_of_shipped(cs, keep: dict, eng: dict, pool_weight: float) -> dict:
+    """Cross-validate the shipped table `keep` (the engine's predictions under it: `eng`) as it is,
+    without refitting it (its rows and predictions stay exactly as shipped): each fold refits from
+    the shipped values, as a full calibration's folds do from its fit."""
     items = items_for(cs)
     layout = F.Layout(sorted({it.row for it in items}), pool_weight)
-    return cross_validation(cs, items, keep, engine_eval(cs, keep), layout, keep, layout.x0(keep))
+    return cross_validation(cs, items, keep, eng, layout, keep, layout.x0(keep))
 
 
 # ---- printing ---------------------------------------------------------------------------------
@@ -202,16 +202,17 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     cs, skipped = load_cases(path)
     keep = table.reload()
-    before = F.summarize(error_rows(cs, engine_eval(cs, keep)))
+    shipped = engine_eval(cs, keep)
+    before = F.summarize(error_rows(cs, shipped))
     print(f"{len(cs)} points map onto the sim; {len(skipped)} out of scope:")
     for k, why in skipped.items():
         print(f"  {k}: {why}")
     print(f"shipped table: {before}")
     if a.check or a.cv_only:
-        rep = {"rows": error_rows(cs, engine_eval(cs, keep))}
+        rep = {"rows": error_rows(cs, shipped)}
         tbl = keep
         if a.cv_only:
-            rep["cv"] = cv_of_shipped(cs, keep, keep.get("pool_weight", a.pool_weight))
+            rep["cv"] = cv_of_shipped(cs, keep, shipped, keep.get("pool_weight", a.pool_weight))
     else:
         tbl, rep = calibrate(cs, keep, pool_weight=a.pool_weight)
     summary = F.summarize(rep["rows"])
