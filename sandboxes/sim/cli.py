@@ -56,6 +56,31 @@ def candidate_from_cli(framework: str, weights: str, tail: list[str], version: s
     return Candidate(framework=framework, weights=weights, parallel=Parallel(**par), flags=flags)
 
 
+def _oom_hint(sb, cand: Candidate, fw, prof, run_dir: Path) -> str:
+    """What would start instead of a configuration whose weights do not fit, each tried on the same
+    stock simulator: the node's full tensor parallelism, else the largest smaller weights that fit
+    at it (the least precision given up)."""
+    def failure(c: Candidate) -> str | None:  # None: it starts; else why not
+        try:
+            sb.launch(c, run_dir)
+            return None
+        except LaunchFailure as e:
+            return e.diagnosis.kind if e.diagnosis else "failed"
+    n = prof.gpus_per_node
+    full = cand.model_copy(update={"parallel": Parallel(tp=n)})
+    tp = " ".join(fw.parallel_args(full))
+    why = failure(full) if full.parallel != cand.parallel else "oom"
+    if why is None:
+        return f" (it starts with more tensor parallelism after `--`: `-- {tp}`)"
+    if why != "oom":  # full tp fails for another reason: nothing certain to suggest
+        return " (more tensor parallelism after `--`, or smaller weights)"
+    smaller = sorted((p for p in PRECISIONS.values() if p.bytes_per_weight < PRECISIONS[cand.weights].bytes_per_weight),
+                     key=lambda p: -p.bytes_per_weight)
+    fit = next((p.name for p in smaller if failure(full.model_copy(update={"weights": p.name})) is None), None)
+    return (f" (its weights do not fit one {prof.name} node even at tp={n}; "
+            + (f"--weights {fit} with `-- {tp}` starts)" if fit else "no smaller weights fit either)"))
+
+
 def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned: bool, tail: list[str],
                  input_len: int, output_len: int, prefix_hit: float, rates: list[float] | None,
                  concurrency: int | None, ttft_slo: float, seed: int = 0, duration_s: float = 120.0,
@@ -89,9 +114,9 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
         except LaunchFailure as e:
             if e.diagnosis is None or e.diagnosis.kind not in ("shape_mismatch", "compile_error", "unsupported_quant"):
                 detail = e.diagnosis.evidence[0] if e.diagnosis and e.diagnosis.evidence else ""
-                hint = (" (more tensor parallelism after `--`, e.g. the framework's tp flag = 8, or smaller weights)"
-                        if e.diagnosis and e.diagnosis.kind == "oom" else "")
-                raise BadInput(f"this configuration does not start: {e}" + (f"\n  {detail}" if detail else "") + hint) from None
+                hint = _oom_hint(strict, cand, fw, prof, run_dir) if e.diagnosis and e.diagnosis.kind == "oom" else ""
+                # one line: the CLI prints errors on one (log text inside is shown inert)
+                raise BadInput(f"this configuration does not start: {e}" + (f"; {detail}" if detail else "") + hint) from None
             notes.append(f"stock {framework} fails to start ({e.diagnosis.kind}: {e.diagnosis.message}); "
                          f"estimated as if that were fixed")
         # ...then predict performance as if the source were fixed.
@@ -154,7 +179,8 @@ def check_estimate_args(*, rates, concurrency, ttft_slo, seed, input_len, output
         raise BadInput(f"--seed must be within [0, {SEED_MAX}], got {seed}")
     if not (math.isfinite(ttft_slo) and 0 < ttft_slo <= TTFT_MAX_S):  # nan fails every comparison: test it
         raise BadInput(f"--ttft-slo must be > 0 and <= {TTFT_MAX_S:g} s, got {ttft_slo!r}")
-    build(Workload, "", input_len=input_len, output_len=output_len, prefix_hit=prefix_hit)
+    fields = {"input_len": input_len, "output_len": output_len, "prefix_hit": prefix_hit}
+    build(Workload, "", {k: "--" + k.replace("_", "-") for k in fields}, **fields)  # named as the options are
 
 
 def _rates(text: str | None) -> list[float] | None:

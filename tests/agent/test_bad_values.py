@@ -20,7 +20,7 @@ EST = ["estimate", "--model", "glm-5.2", "--hw", "mi355x", "--framework", "sglan
     (EST + ["--ttft-slo", "0"], "--ttft-slo must be > 0 and <= 3600 s, got 0.0"),
     (EST + ["--ttft-slo", "-1"], "got -1.0"), (EST + ["--ttft-slo", "nan"], "got nan"),
     (EST + ["--rates", "1", "--concurrency", "4"], "not both"),
-    (EST + ["--input-len", "999999999999"], "input_len: Input should be less than or equal to 10000000"),
+    (EST + ["--input-len", "999999999999"], "--input-len: Input should be less than or equal to 10000000"),
     (EST + ["--", "--mem-fraction-static", "nan"], "--mem-fraction-static: nan is not a finite number"),
     (EST + ["--", "--mem-fraction-static", "7"], "7.0 is outside (0, 1]"),
     (EST + ["--", "--max-running-requests", "-4"], "-4 is negative"),

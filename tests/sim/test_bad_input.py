@@ -22,6 +22,8 @@ def run(capsys, *args):
     (["--", "--tp-size", "four"], "four", "invalid int value"),
     (["--", "--tp-size", "16"], "16", "8"),
     (["--rates", "1,x", *SPEC], "1,x", "comma-separated"),
+    (["--prefix-hit", "2", *SPEC], "--prefix-hit", "less than or equal to 1"),  # the option, not the field
+    (["--output-len", "0", *SPEC], "--output-len", "greater than or equal to 1"),
     (["--framework", "vllm", "--", "--speculative-config", "{bad"], "{bad", "--speculative-config"),
     # a workload beyond the context: every request would be refused (the story's 20k/1k default
     # on a small model), or beyond the --max-model-len given
@@ -41,3 +43,19 @@ def test_help_explains(capsys):
         main(["estimate", "--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and "--moe-tuned" in out and "--ttft-slo" in out
+
+
+@pytest.mark.parametrize("args,hint", [
+    # GLM-5.2 in bf16 on B200s: 1404 GiB per GPU at tp=1, 176 at tp=8 on a 168 GiB GPU
+    (["--hw", "b200", "--framework", "sglang"], "--weights fp8 with `-- --tp-size 8` starts"),
+    # FP8 at tp=2 on MI355X: 357 GiB per GPU of 268; at 8 it fits (vLLM's own flag name)
+    (["--hw", "mi355x", "--framework", "vllm", "--weights", "fp8", "--", "--tensor-parallel-size", "2"],
+     "`-- --tensor-parallel-size 8`"),
+])
+def test_a_configuration_that_does_not_start_says_why_and_what_would(capsys, args, hint):
+    # The CLI prints errors on one line (text quoted from a log is shown inert), so the log's
+    # evidence must not arrive as an escaped newline in the middle of it.
+    code, err = run(capsys, *args)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "\\n" not in err, err
+    assert "out of memory" in err and hint in err and "Traceback" not in err
