@@ -23,7 +23,10 @@ its measured best is partly its luck, and on the 2026-12-04 fit the one-worker r
 finals spread 2781-3321 tok/s over seeds for GLM (the measured ratios are reported beside:
 measured_time_ratio, measured_final_ratio). Reported: per worker count, the median over seeds of
 time-to-95% / the one-worker run's, and the final value / the one-worker run's.
-Goal (issue 18): 4 workers <= 1/3, 8 workers <= 1/5.
+Goal (issue 18): 4 workers <= 1/3, 8 workers <= 1/5. Beside it, per pair, path_ratio: the ground
+time of the steps the one-worker run's 95% configuration was built from (winning_path), as a
+fraction of its time to reach it: what walking the same steps one kept change at a time costs
+whatever the number of nodes.
 """
 from __future__ import annotations
 
@@ -65,6 +68,7 @@ def one_run(pair: str, seed: int, workers: int, work: Path, executor) -> dict:
     res = {"trials": out["trials"], "curve": curve, "final": (out["best"] or {}).get("objective"),
            "ground_s": rt.ledger.meta("parallel")["now"], "wall_s": round(time.time() - t0, 1),
            **where_time_goes(rt.ledger, curve), **true_curve(rt, curve, work)}
+    res.update(winning_path(rt.ledger, res["true_curve"], res["final_true"]))
     rt.ledger.close()
     runlib.run_lock.release(rd)
     shutil.rmtree(rd, ignore_errors=True)
@@ -94,6 +98,31 @@ def true_curve(rt, curve: list, work: Path) -> dict:
                 value[inc] = objective_value(bench(server, cfg, hw, c.parallel.gpus, 0), cfg.objective)
         out.append([ground, value.get(inc)])
     return {"true_curve": out, "final_true": value.get(inc)}
+
+
+def winning_path(led, true_curve: list, final: float | None) -> dict:
+    """The steps the run's configuration at its own 95% point was built from: its chain of kept
+    trials back to the baseline (each built on the one before), with the failed trials each of them
+    answered (a fix is proposed from its failure's log), and their measurements' ground time summed.
+    On one worker those ran one after another, so a schedule that reaches that configuration by the
+    same steps, one kept change at a time, takes at least that long however many nodes it has: to
+    do better, a trial must carry more than one step. (On N workers a step's repeats run side by
+    side, so there the sum overstates the step's time; summarize reports it for one worker.)"""
+    trials = {t["id"]: t for t in led.trials()}
+    t95, inc = time_to(true_curve, TARGET * (final or 0)), None
+    for t, (ground, _) in zip(led.trials(), true_curve):  # one point per trial, in proposal order
+        inc = t["id"] if t["verdict"] == "kept" else inc
+        if t95 is not None and ground >= t95:
+            break
+    steps, tid = [], inc if t95 is not None else None
+    while tid is not None:
+        fixed = tid
+        while fixed is not None:  # the trial and the failures it answered, one after another
+            steps.append(fixed)
+            fixed = trials[fixed]["proposal"].get("fixes_trial")
+        tid = trials[tid]["incumbent_id"]
+    ground = sum(m["ground_s"] or 0 for tid in steps for m in led.measurements(tid))
+    return {"path": sorted(steps), "path_s": round(ground), "path_kept": sum(trials[t]["verdict"] == "kept" for t in steps)}
 
 
 def where_time_goes(led, curve: list) -> dict:
@@ -141,6 +170,12 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
             d["median_final_ratio"] = statistics.median([x for x in d["final_ratio"] if x is not None])
             for k in ("time_ratio", "measured_time_ratio"):
                 d[k] = [x if math.isfinite(x) else "not reached" for x in d[k]]
+        # the one-worker run's own steps to its 95% point, as a fraction of its time to get there
+        ones = [by_w[str(ws[0])] for by_w in by_seed.values()]
+        if all("path_s" in r for r in ones):
+            per_w[str(ws[0])]["path_ratio"] = [
+                round(r["path_s"] / t, 3) if (t := time_to(r["true_curve"], TARGET * (r["final_true"] or 0))) else None
+                for r in ones]
         summary[pair] = per_w
     goal = {"4": 1 / 3, "8": 1 / 5}
     met = {w: all(summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
@@ -183,7 +218,7 @@ def main() -> None:
                 r = one_run(pair, seed, w, work, executor)
                 runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = {
                     k: r[k] for k in ("ground_s", "final", "final_true", "trials", "wall_s", "ahead", "ahead_kept",
-                                      "phases", "curve", "true_curve")}
+                                      "phases", "curve", "true_curve", "path", "path_s", "path_kept")}
                 print(f"{pair} seed {seed} workers {w}: ground {r['ground_s']:.0f} s, final {r['final']}, "
                       f"{r['trials']} trials ({r['ahead']} ahead, {r['ahead_kept']} of them kept), wall {r['wall_s']} s; "
                       "phases decided at " + ", ".join(f"{ph} {d['decided_s']}" for ph, d in r["phases"].items()),
