@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> None:
     except BadInput as e:
         from tools.inert import inert_line
         typer.echo(f"error: {inert_line(e)}", err=True)  # messages quote user and file text
+        args = sys.argv[1:] if argv is None else argv
+        if "--json" in args[:args.index("--") if "--" in args else None]:  # a script reads stdout: say it there too
+            import json
+            typer.echo(json.dumps({"error": inert_line(e), "exit_code": 2}))
         sys.exit(2)
     except KeyboardInterrupt as e:
         typer.echo(f"interrupted ({e or 'SIGINT'})", err=True)

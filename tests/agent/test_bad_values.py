@@ -72,3 +72,16 @@ def test_refused_local_start_leaves_no_run_dir(agent, tmp_path):
               str(tmp_path / "m"), "--python", "/bin/true", "--run-dir", str(tmp_path / "r"))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_with_json_a_bad_value_is_also_a_json_error_on_stdout(agent):
+    # A script that asked for --json reads stdout: the error arrives there as JSON too (and on
+    # stderr as for people), with exit 2; nothing else is printed on stdout.
+    import json
+    r = agent(*EST, "--json", "--seed", "-1")
+    assert r.returncode == 2 and "--seed must be within" in r.stderr, r.stderr
+    out = json.loads(r.stdout)
+    assert out == {"error": r.stderr.strip().removeprefix("error: "), "exit_code": 2}
+    # a --json after `--` is a framework flag, not the CLI's: no JSON then
+    r = agent(*EST, "--seed", "-1", "--", "--json")
+    assert r.returncode == 2 and r.stdout == "", r.stdout
