@@ -184,8 +184,10 @@ class LLMPlanner:
         return self._client
 
     def _timeout(self, left: float):
-        import httpx
-        return httpx.Timeout(min(self.timeout_s, left), connect=min(self.connect_timeout_s, left))
+        # openai's own Timeout: the HTTP library under it changed (httpx up to 3.62, httpx2 from 3.63,
+        # which refuses an httpx.Timeout), and the client takes only its own library's type
+        import openai
+        return openai.Timeout(min(self.timeout_s, left), connect=min(self.connect_timeout_s, left))
 
     def _chat(self, messages: list[dict], use: dict, deadline: Deadline):
         last: Exception | None = None
