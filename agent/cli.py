@@ -68,11 +68,12 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=True)
     except BadInput as e:
         from tools.inert import inert_line
-        typer.echo(f"error: {inert_line(e)}", err=True)  # messages quote user and file text
+        msg = inert_line(e)  # messages quote user and file text
+        typer.echo(f"error: {msg}", err=True)
         args = sys.argv[1:] if argv is None else argv
         if "--json" in args[:args.index("--") if "--" in args else None]:  # a script reads stdout: say it there too
             import json
-            typer.echo(json.dumps({"error": inert_line(e), "exit_code": 2}))
+            typer.echo(json.dumps({"error": msg, "exit_code": 2}))
         sys.exit(2)
     except KeyboardInterrupt as e:
         typer.echo(f"interrupted ({e or 'SIGINT'})", err=True)

@@ -171,11 +171,11 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
             for k in ("time_ratio", "measured_time_ratio"):
                 d[k] = [x if math.isfinite(x) else "not reached" for x in d[k]]
         # the one-worker run's own steps to its 95% point, as a fraction of its time to get there
+        # (t95_s of the one-worker runs: their time to 95% of their own final, seed by seed)
+        one_w = per_w[str(ws[0])]
         ones = [by_w[str(ws[0])] for by_w in by_seed.values()]
         if all("path_s" in r for r in ones):
-            per_w[str(ws[0])]["path_ratio"] = [
-                round(r["path_s"] / t, 3) if (t := time_to(r["true_curve"], TARGET * (r["final_true"] or 0))) else None
-                for r in ones]
+            one_w["path_ratio"] = [round(r["path_s"] / t, 3) if t else None for r, t in zip(ones, one_w["t95_s"])]
         summary[pair] = per_w
     goal = {"4": 1 / 3, "8": 1 / 5}
     met = {w: all(summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
