@@ -49,3 +49,19 @@ def has_config(run_dir: Path) -> bool:
         return False
     finally:
         db.close()
+
+
+def first_difference(got: dict, ref: dict) -> str:
+    """Where a resumed run first parted from the uninterrupted one, in words (pytest's own diff
+    of these nested dicts hides the trials in the middle)."""
+    for a, b in zip(got["trials"], ref["trials"]):
+        if a != b:
+            keys = [k for k in TRIAL_COLS if a.get(k) != b.get(k)]
+            return (f"trial {b['id']} differs in {keys}: got {[a.get(k) for k in keys]}, "
+                    f"the uninterrupted run had {[b.get(k) for k in keys]}")
+    if len(got["trials"]) != len(ref["trials"]):
+        return f"{len(got['trials'])} trials, the uninterrupted run had {len(ref['trials'])}"
+    for k in ("measurements", "patches", "meta"):
+        if got[k] != ref[k]:
+            return f"the same trials, different {k}: got {got[k]}, the uninterrupted run had {ref[k]}"
+    return "no difference"

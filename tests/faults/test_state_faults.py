@@ -10,7 +10,7 @@ import pytest
 
 from agent.run import start
 from tests.faults.runner import config
-from tests.faults.state import signature
+from tests.faults.state import first_difference, signature
 from tests.faults.test_kill_resume import REPO, _kill_at, _spawn
 
 
@@ -46,7 +46,8 @@ def test_lost_or_damaged_checkpoints_are_rebuilt_from_the_ledger(reference, tmp_
     elif damage == "truncated":
         ck.write_bytes(b"SQLite format 3\x00" + b"\x00" * 50)
     _finish(run_dir)
-    assert signature(run_dir) == reference
+    got = signature(run_dir)
+    assert got == reference, first_difference(got, reference)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty-json"])
@@ -88,7 +89,9 @@ def test_concurrent_resumes_one_works_the_others_refuse(reference, tmp_path):
         assert "Traceback" not in err
         if rc == 2:
             assert "is being worked on by pid" in err and "since" in err
-    assert signature(run_dir) == reference  # no duplicate measurement, no changed verdict
+    got = signature(run_dir)  # no duplicate measurement, no changed verdict
+    assert got == reference, first_difference(got, reference) + "".join(
+        f"\n--- resume {i} (exit {rc}):\n{out[-2000:]}\n{err[-4000:]}" for i, (out, err, rc) in enumerate(results))
 
 
 def test_a_start_killed_before_its_config_was_recorded(tmp_path, agent):
@@ -126,4 +129,5 @@ def test_a_kill_between_a_patch_and_its_trial_leaves_neither(reference, tmp_path
                        text=True, timeout=120)
     assert p.returncode == -9, p.stderr[-3000:]
     _finish(run_dir)
-    assert signature(run_dir) == reference
+    got = signature(run_dir)
+    assert got == reference, first_difference(got, reference)

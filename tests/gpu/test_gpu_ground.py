@@ -89,6 +89,23 @@ def test_reference_with_failed_requests_is_refused(tmp_path):
     assert not (tmp_path / "parity_reference.json").exists()
 
 
+def test_a_reference_cut_short_is_never_read_as_one(tmp_path, monkeypatch):
+    """A run killed while writing the reference leaves none: the resumed run records it again
+    (a half-written one made every later trial fail reading it)."""
+    real = Path.write_text
+
+    def half_then_killed(self, text, *a, **kw):
+        real(self, text[: len(text) // 2], *a, **kw)
+        raise KeyboardInterrupt("killed mid-write")
+    monkeypatch.setattr(Path, "write_text", half_then_killed)
+    with pytest.raises(KeyboardInterrupt):
+        ParitySuite(tmp_path, items=2, cuts=2).run(EchoClient(["a", "b", "c", "d"]), limit=200, seed=0)
+    monkeypatch.undo()
+    assert not (tmp_path / "parity_reference.json").exists()
+    again = ParitySuite(tmp_path, items=2, cuts=2)
+    assert again.run(EchoClient(["a", "b", "c", "d"]), limit=200, seed=0) == {"greedy_parity": [1.0, 1.0]}
+
+
 def test_overlay_links_weights_and_rewrites_config(tmp_path):
     m = tmp_path / "m"
     m.mkdir()

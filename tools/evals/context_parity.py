@@ -79,8 +79,11 @@ class ParitySuite:
             if errors:  # a reference with holes would make every later comparison wrong
                 raise RuntimeError(f"reference outputs incomplete: {len(errors)} requests failed, "
                                    f"e.g. {next(iter(errors.values()))}")
-            self.ref_path.write_text(json.dumps({"tokens": self.tokens, "cuts": self.cuts, "outputs": outs},
-                                                indent=1) + "\n")
+            # whole or not at all: a kill mid-write left half a JSON file, and every later trial
+            # of the run (and its resume) failed reading it
+            tmp = self.ref_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"tokens": self.tokens, "cuts": self.cuts, "outputs": outs}, indent=1) + "\n")
+            tmp.replace(self.ref_path)
         ref = json.loads(self.ref_path.read_text())["outputs"][:len(q)]
         hits = score(outs, ref)
         s = per_item(hits, [i for i, _ in q], n)
