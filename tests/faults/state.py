@@ -61,7 +61,12 @@ def first_difference(got: dict, ref: dict) -> str:
                     f"the uninterrupted run had {[b.get(k) for k in keys]}")
     if len(got["trials"]) != len(ref["trials"]):
         return f"{len(got['trials'])} trials, the uninterrupted run had {len(ref['trials'])}"
-    for k in ("measurements", "patches", "meta"):
-        if got[k] != ref[k]:
-            return f"the same trials, different {k}: got {got[k]}, the uninterrupted run had {ref[k]}"
+    for k in ("measurements", "patches"):
+        for a, b in zip(got[k], ref[k]):
+            if a != b:
+                return f"the same trials, a different {k[:-1]}: got {a}, the uninterrupted run had {b}"
+        if len(got[k]) != len(ref[k]):
+            return f"{len(got[k])} {k}, the uninterrupted run had {len(ref[k])}"
+    if got["meta"] != ref["meta"]:
+        return f"the same trials, different meta: got {got['meta']}, the uninterrupted run had {ref['meta']}"
     return "no difference"

@@ -170,11 +170,9 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
             d["median_final_ratio"] = statistics.median([x for x in d["final_ratio"] if x is not None])
             for k in ("time_ratio", "measured_time_ratio"):
                 d[k] = [x if math.isfinite(x) else "not reached" for x in d[k]]
-        # the one-worker run's own steps to its 95% point, as a fraction of its time to get there
-        # (t95_s of the one-worker runs: their time to 95% of their own final, seed by seed)
-        # Beside it, each parallel run's own chain to its 95% point over the same time: where that is
-        # near its time_ratio the run wasted little waiting, and only trials carrying several steps
-        # at once can go lower.
+        # Each run's own chain of steps to its 95% point, over the one-worker run's time to its own
+        # (t95_s, seed by seed): where a parallel run's is near its time_ratio it wasted little
+        # waiting, and only trials carrying several steps at once can go lower.
         t1s = per_w[str(ws[0])]["t95_s"]
         for w in per_w:
             rs = [by_w[w] for by_w in by_seed.values()]
