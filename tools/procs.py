@@ -22,6 +22,8 @@ import signal
 from pathlib import Path
 from typing import Callable
 
+from tools.atomic import write_whole
+
 RECORDS = "procs"
 # kind -> reaper(record) -> what it removed (None: not ours any more, nothing done)
 _KINDS: dict[str, Callable[[dict], str | None]] = {}
@@ -36,9 +38,7 @@ def record_other(run_dir: Path, kind: str, ident: str, extra: dict | None = None
     d = Path(run_dir) / RECORDS
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{kind}-{ident[:24]}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"kind": kind, "id": ident, **(extra or {})}))
-    tmp.replace(path)
+    write_whole(path, json.dumps({"kind": kind, "id": ident, **(extra or {})}))
     return path
 
 
@@ -79,9 +79,7 @@ def record(run_dir: Path, pid: int) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     ident = identity(pid) or {"start": None, "cmdline": []}
     path = d / f"{pid}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pgid": pid, **ident}))
-    tmp.replace(path)  # a reader never sees half a record
+    write_whole(path, json.dumps({"pgid": pid, **ident}))  # a reader never sees half a record
     return path
 
 

@@ -26,6 +26,7 @@ from sandboxes.sim import table
 from sandboxes.sim.calib_run import (STORY, STORY_SOURCE, ctx_for_case, ctx_for_story, run_case, run_story,
                                      surrogate)
 from sandboxes.sim.points import cases
+from tools.atomic import write_whole
 from tools.hardware import get_hardware
 
 REPO = Path(__file__).resolve().parents[2]
@@ -231,9 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                "summary": summary, "before": before, "pool_weight": a.pool_weight, "groups": F.group_spread(rep["rows"]),
                **recorded(rep["cv"]), "points_file": str(path.name)}
     if not a.check:
-        tmp = table.TABLE_PATH.with_suffix(".tmp")  # atomic: a simulator reading it never sees half a file
-        tmp.write_text(json.dumps(tbl, indent=1, sort_keys=True) + "\n")
-        tmp.replace(table.TABLE_PATH)
+        # whole or absent: a simulator reading it never sees half a file
+        write_whole(table.TABLE_PATH, json.dumps(tbl, indent=1, sort_keys=True) + "\n")
         print(f"wrote {table.TABLE_PATH.relative_to(REPO)} ({time.time() - t0:.0f} s)")
     return 0
 

@@ -21,6 +21,8 @@ import random
 import time
 from pathlib import Path
 
+from tools.atomic import write_whole
+
 TASK = "greedy_parity"
 _WORDS = ("the a of to in is that for on with as was by at from it an be this are or which have has "
           "not but one all were when we there can more if will out so up about into than them some "
@@ -81,9 +83,8 @@ class ParitySuite:
                                    f"e.g. {next(iter(errors.values()))}")
             # whole or not at all: a kill mid-write left half a JSON file, and every later trial
             # of the run (and its resume) failed reading it
-            tmp = self.ref_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"tokens": self.tokens, "cuts": self.cuts, "outputs": outs}, indent=1) + "\n")
-            tmp.replace(self.ref_path)
+            write_whole(self.ref_path, json.dumps({"tokens": self.tokens, "cuts": self.cuts, "outputs": outs},
+                                                  indent=1) + "\n")
         ref = json.loads(self.ref_path.read_text())["outputs"][:len(q)]
         hits = score(outs, ref)
         s = per_item(hits, [i for i, _ in q], n)
