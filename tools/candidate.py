@@ -27,6 +27,10 @@ class Parallel(BaseModel):
     def gpus(self) -> int:
         return self.tp * self.dp
 
+    @property
+    def label(self) -> str:
+        return f"TP{self.tp} x DP{self.dp}{' + EP' if self.ep else ''}"
+
 
 class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid")

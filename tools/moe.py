@@ -45,6 +45,13 @@ def install(c: Candidate, configs: list[Path], framework) -> Candidate:
     return c.model_copy(update={"moe_configs": [str(p.resolve()) for p in configs], "env": env})
 
 
+def uninstall(c: Candidate, framework) -> Candidate:
+    """The candidate without tuned configs: they fit the shard shape they were tuned for, and
+    another layout tunes its own."""
+    env = {k: v for k, v in c.env.items() if k != framework.moe_config_env}
+    return c.model_copy(update={"moe_configs": [], "env": env})
+
+
 def engagement(diagnoses: list[dict], configs: list[str]) -> tuple[bool, str]:
     """Did the server use a tuned config we installed? (engaged, the evidence line or why not)."""
     names = {Path(p).name for p in configs}

@@ -14,6 +14,7 @@ from agent.planners import search
 from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
 from agent.planners.fixes import fixes_for
 from agent.planners.spec_flags import SPEC_WORDS, spec_flag_sets
+from tools import moe
 from tools.candidate import Candidate, Parallel
 from tools.errors import BadInput, unknown
 from tools.models import PRECISIONS
@@ -242,22 +243,35 @@ class BuiltinPlanner:
                for t in ctx.trials if t["phase"] == "parallel" and t["verdict"] == "failed"
                and any(d["kind"] == "oom" for d in t["diagnoses"])]
         tps = [t for t in (n >> i for i in range(8)) if t >= 1 and n % t == 0 and heads % t == 0]
+        # With trials side by side (--workers), an MoE model whose incumbent runs fallback kernels has
+        # each layout tuned as it is measured, its own layout too: the tuner adds its time to each
+        # trial, but the nodes run them at once, and the layouts are ranked on the kernels they will
+        # run (tuning changes which one wins), so the moe phase's tune-then-retune rounds are not
+        # needed. One trial at a time that would be a tuner run per layout, one after another: there
+        # the moe phase tunes the winner, then the runners-up that lost on the fallback kernels.
+        tune = ctx.config.workers > 1 and moe and (bool(inc.moe_configs) or _falls_back(ctx.incumbent))
+        layouts = [inc.parallel] if tune and not inc.moe_configs else []
         for tp in sorted(set(tps), reverse=True):
             for ep in ([False, True] if moe and tp > 1 else [False]):
                 par = Parallel(tp=tp, dp=n // tp, ep=ep)
-                if par == inc.parallel or any(tp < t and ep == e for t, e in oom):
-                    continue
-                yield _p("parallel", _layout(par), inc.model_copy(update={"parallel": par}),
-                         "trade tensor parallelism for data-parallel replicas" + (" with expert parallelism" if ep else ""))
+                if par != inc.parallel and not any(tp < t and ep == e for t, e in oom):
+                    layouts.append(par)
+        for par in layouts:
+            why = ("the current layout" if par == inc.parallel else "trade tensor parallelism for data-parallel replicas"
+                   + (" with expert parallelism" if par.ep else ""))
+            if not tune:
+                yield _p("parallel", par.label, inc.model_copy(update={"parallel": par}), why)
+            elif not _tuned_on(ctx, inc.framework, par):  # a tune's candidate changes once tuned: not in `tried`
+                yield Proposal(kind="moe_tune", phase="parallel", candidate=_untuned(ctx, inc, par),
+                               description=f"{par.label} with MoE kernels tuned for it",
+                               rationale=f"{why}; ranked on its own tuned kernels, the layouts side by side")
 
     def _moe(self, ctx: PlanContext) -> Iterator[Proposal]:
         inc, t = ctx.incumbent_candidate(), ctx.incumbent
         if inc is None or not ctx.card.is_moe:
             return
         warn = [d for d in t["diagnoses"] if d["kind"] == "moe_default_config"]
-        done = any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == inc.framework
-                   and x["candidate"]["parallel"] == inc.parallel.model_dump() for x in ctx.trials)
-        if warn and not done and not inc.moe_configs:
+        if warn and not _tuned_on(ctx, inc.framework, inc.parallel) and not inc.moe_configs:
             yield Proposal(kind="moe_tune", phase="moe", candidate=inc,
                            description=f"tune MoE kernels for {ctx.card.name} on {inc.parallel.tp}-way shards",
                            rationale=f"the incumbent's log warns: {warn[0]['evidence'][0] if warn[0]['evidence'] else warn[0]['message']}")
@@ -269,17 +283,14 @@ class BuiltinPlanner:
         tuned = [x for x in ctx.trials if x["kind"] == "moe_tune"]
         if not any(x["verdict"] == "kept" or x["status"] != "done" for x in tuned):
             return
-        fw = ctx.framework(inc.framework)
-        lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted"
-                and any(d["kind"] == "moe_default_config" for d in x["diagnoses"])]
+        lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted" and _falls_back(x)]
         lost.sort(key=lambda x: -(_objective(ctx, x) or 0.0))
         for x in lost:
             par = Parallel.model_validate(x["candidate"]["parallel"])
             if any(y["candidate"]["parallel"] == par.model_dump() for y in tuned) or par == inc.parallel:
                 continue
-            env = {k: v for k, v in inc.env.items() if k != fw.moe_config_env}
-            c = inc.model_copy(update={"parallel": par, "moe_configs": [], "env": env})
-            yield Proposal(kind="moe_tune", phase="moe", candidate=c, description=f"tune MoE kernels for {_layout(par)}",
+            yield Proposal(kind="moe_tune", phase="moe", candidate=_untuned(ctx, inc, par),
+                           description=f"tune MoE kernels for {par.label}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
 
 
@@ -292,8 +303,18 @@ def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) 
     return c.model_copy(update={"flags": flags})
 
 
-def _layout(par: Parallel) -> str:
-    return f"TP{par.tp} x DP{par.dp}{' + EP' if par.ep else ''}"
+def _falls_back(t: dict) -> bool:
+    """The trial's log says its MoE layers ran the default (untuned) kernel config."""
+    return any(d["kind"] == "moe_default_config" for d in t["diagnoses"])
+
+
+def _tuned_on(ctx: PlanContext, framework: str, par: Parallel) -> bool:
+    return any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == framework
+               and x["candidate"]["parallel"] == par.model_dump() for x in ctx.trials)
+
+
+def _untuned(ctx: PlanContext, inc: Candidate, par: Parallel) -> Candidate:
+    return moe.uninstall(inc, ctx.framework(inc.framework)).model_copy(update={"parallel": par})
 
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:

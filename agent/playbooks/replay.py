@@ -33,6 +33,7 @@ from agent.playbooks.adapt import Adapted, adapt, build_candidate
 from agent.playbooks.outcomes import ledger_note, step_of, tag
 from agent.playbooks.schema import Playbook, parse
 from tools import frameworks as fwmod
+from tools import moe
 from tools.candidate import Candidate
 
 def _fatal_kinds(t: dict) -> set[str]:
@@ -193,12 +194,16 @@ class ReplayPlanner:
             if warn and warn not in {d["kind"] for d in (ctx.incumbent or {}).get("diagnoses") or []}:
                 self.note(s.id, f"skipped: the incumbent's log shows no {warn} (nothing falls back to a default)")
                 return None, False
-            if inc.moe_configs:
+            # recorded with trials side by side, a layout may have been tuned as it was measured
+            par = a.parallel if a.parallel not in (None, inc.parallel) else None
+            if inc.moe_configs and par is None:
                 self.note(s.id, "skipped: the incumbent already runs tuned MoE configs")
                 return None, False
+            c = inc if par is None else moe.uninstall(inc, ctx.framework(inc.framework)).model_copy(update={"parallel": par})
             shape = ", ".join(f"{k}={v}" for k, v in a.moe_shape.items())
-            return Proposal(kind="moe_tune", source="playbook", phase=s.phase, candidate=inc,
-                            description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")),
+            return Proposal(kind="moe_tune", source="playbook", phase=s.phase, candidate=c,
+                            description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")
+                                            + (f" on {par.label}" if par else "")),
                             rationale=why()), False
         c = build_candidate(inc, a, lambda fw: (ctx.start_flags(fw), ctx.start_env(fw)))
         if c.key() == inc.key():

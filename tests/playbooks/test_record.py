@@ -82,3 +82,31 @@ def test_a_later_parallel_step_supersedes_an_earlier_one(tmp_path):
     assert steps[1]["evidence"]["supersedes"] == [2, 3] and steps[1]["evidence"]["trial"] == 4
     # a flags step that sets another flag does not supersede the one before it
     assert steps[2]["flags"] == {"--kv-cache-dtype": "fp8_e4m3"} and steps[3]["flags"] == {"--chunked-prefill-size": 4096}
+
+
+def test_a_layout_tuned_as_it_was_measured_is_recorded_with_it_and_replayed_on_it(tmp_path):
+    """Side by side (--workers), the parallelism phase tunes each layout as it measures it: the kept
+    trial is a MoE tune that also changed the layout, and a replay tunes on that layout."""
+    from agent.planners.base import PlanContext
+    from agent.playbooks.outcomes import tag
+    from agent.playbooks.replay import ReplayPlanner
+    from tools.candidate import Parallel
+    from tools.hardware import get_hardware
+    from tools.models import get_model
+    configs = tmp_path / "nodes" / "trial-0002" / "moe_configs" / "trial-2"
+    tuned = {**BASE, "parallel": {"tp": 4, "dp": 2, "ep": False}, "moe_configs": [str(configs / "E=256,N=512.json")],
+             "env": {"SGLANG_MOE_CONFIG_DIR": str(configs)}}
+    pb = from_run(ledger(tmp_path, ("parallel", "moe_tune", tuned, None)), tmp_path)
+    step = pb["steps"][1]
+    assert step["kind"] == "moe_tune" and step["parallel"] == {"tp": "{gpus_per_node//2}", "dp": 2}
+    assert str(tmp_path) not in dumps(pb) and "env" not in step  # the tuned files are this run's own
+    fallback = {"kind": "moe_default_config", "message": "default MoE config", "fatal": False, "evidence": []}
+    baseline = {"id": 1, "phase": "framework", "kind": "config", "description": tag("s01", "baseline"),
+                "candidate": BASE, "incumbent_id": None, "proposal": {}, "verdict": "kept", "status": "done",
+                "outcome": "launched", "diagnoses": [fallback], "reason": "", "reason_code": None}
+    ctx = PlanContext(config=RunConfig(target=Target(model="deepseek-v3", hw="mi355x")), card=get_model("deepseek-v3"),
+                      hw=get_hardware("mi355x"), trials=[baseline], measurements=lambda i: [], incumbent_id=1,
+                      frameworks=("sglang",), source_tree=lambda fw: None)
+    p = ReplayPlanner(parse(pb)).propose(ctx)
+    assert p.kind == "moe_tune" and p.candidate.parallel == Parallel(tp=4, dp=2) and "on TP4 x DP2" in p.description
+    assert not p.candidate.moe_configs  # tuned where it runs, for its own shard shape
