@@ -26,7 +26,9 @@ time-to-95% / the one-worker run's, and the final value / the one-worker run's.
 Goal (issue 18): 4 workers <= 1/3, 8 workers <= 1/5. Beside it, per worker count, path_ratio: the
 ground time of the steps the run's 95% configuration was built from (winning_path), as a fraction
 of the one-worker run's time to reach it: what walking the same steps one kept change at a time
-costs whatever the number of nodes (on N workers an overestimate: repeats ran side by side).
+costs whatever the number of nodes (on N workers an overestimate: repeats ran side by side); and
+floor_ratio: the same steps' first measurements alone, with no repeat and no evals: the least time
+walking these steps one trial each can take, however many nodes run them.
 """
 from __future__ import annotations
 
@@ -122,7 +124,13 @@ def winning_path(led, true_curve: list, final: float | None) -> dict:
             fixed = trials[fixed]["proposal"].get("fixes_trial")
         tid = trials[tid]["incumbent_id"]
     ground = sum(m["ground_s"] or 0 for tid in steps for m in led.measurements(tid))
-    return {"path": sorted(steps), "path_s": round(ground), "path_kept": sum(trials[t]["verdict"] == "kept" for t in steps)}
+    # The same steps with nothing but each one's first measurement (a failed launch: its own time):
+    # no repeat, no evals. Speculating on first measurements, a run with unlimited nodes could walk
+    # the chain no faster than this.
+    first = sum(next((m["ground_s"] or 0 for m in led.measurements(tid, "candidate")), trials[tid]["ground_s"] or 0)
+                for tid in steps)
+    return {"path": sorted(steps), "path_s": round(ground), "floor_s": round(first),
+            "path_kept": sum(trials[t]["verdict"] == "kept" for t in steps)}
 
 
 def where_time_goes(led, curve: list) -> dict:
@@ -176,8 +184,9 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
         t1s = per_w[str(ws[0])]["t95_s"]
         for w in per_w:
             rs = [by_w[w] for by_w in by_seed.values()]
-            if all("path_s" in r for r in rs):
-                per_w[w]["path_ratio"] = [round(r["path_s"] / t, 3) if t else None for r, t in zip(rs, t1s)]
+            for k in ("path", "floor"):
+                if all(f"{k}_s" in r for r in rs):
+                    per_w[w][f"{k}_ratio"] = [round(r[f"{k}_s"] / t, 3) if t else None for r, t in zip(rs, t1s)]
         summary[pair] = per_w
     goal = {"4": 1 / 3, "8": 1 / 5}
     met = {w: all(summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
@@ -220,7 +229,7 @@ def main() -> None:
                 r = one_run(pair, seed, w, work, executor)
                 runs.setdefault(pair, {}).setdefault(str(seed), {})[str(w)] = {
                     k: r[k] for k in ("ground_s", "final", "final_true", "trials", "wall_s", "ahead", "ahead_kept",
-                                      "phases", "curve", "true_curve", "path", "path_s", "path_kept")}
+                                      "phases", "curve", "true_curve", "path", "path_s", "floor_s", "path_kept")}
                 print(f"{pair} seed {seed} workers {w}: ground {r['ground_s']:.0f} s, final {r['final']}, "
                       f"{r['trials']} trials ({r['ahead']} ahead, {r['ahead_kept']} of them kept), wall {r['wall_s']} s; "
                       "phases decided at " + ", ".join(f"{ph} {d['decided_s']}" for ph, d in r["phases"].items()),
