@@ -190,12 +190,13 @@ class ReplayPlanner:
         def why() -> str:  # after build_candidate, whose renamed flags (issue 14) are notes too
             return f"{s.description}; {_evidence_text(s)}" + (f"; adapted: {', '.join(a.notes)}" if a.notes else "")
         if s.kind == "moe_tune":
+            # recorded with trials side by side, a layout may have been tuned as it was measured: its
+            # own shard shape needs its own kernels whatever the incumbent's log says
+            par = a.parallel if a.parallel not in (None, inc.parallel) else None
             warn = s.when.after_diagnosis
-            if warn and warn not in {d["kind"] for d in (ctx.incumbent or {}).get("diagnoses") or []}:
+            if par is None and warn and warn not in {d["kind"] for d in (ctx.incumbent or {}).get("diagnoses") or []}:
                 self.note(s.id, f"skipped: the incumbent's log shows no {warn} (nothing falls back to a default)")
                 return None, False
-            # recorded with trials side by side, a layout may have been tuned as it was measured
-            par = a.parallel if a.parallel not in (None, inc.parallel) else None
             if inc.moe_configs and par is None:
                 self.note(s.id, "skipped: the incumbent already runs tuned MoE configs")
                 return None, False

@@ -101,12 +101,16 @@ def test_a_layout_tuned_as_it_was_measured_is_recorded_with_it_and_replayed_on_i
     assert step["kind"] == "moe_tune" and step["parallel"] == {"tp": "{gpus_per_node//2}", "dp": 2}
     assert str(tmp_path) not in dumps(pb) and "env" not in step  # the tuned files are this run's own
     fallback = {"kind": "moe_default_config", "message": "default MoE config", "fatal": False, "evidence": []}
-    baseline = {"id": 1, "phase": "framework", "kind": "config", "description": tag("s01", "baseline"),
-                "candidate": BASE, "incumbent_id": None, "proposal": {}, "verdict": "kept", "status": "done",
-                "outcome": "launched", "diagnoses": [fallback], "reason": "", "reason_code": None}
-    ctx = PlanContext(config=RunConfig(target=Target(model="deepseek-v3", hw="mi355x")), card=get_model("deepseek-v3"),
-                      hw=get_hardware("mi355x"), trials=[baseline], measurements=lambda i: [], incumbent_id=1,
-                      frameworks=("sglang",), source_tree=lambda fw: None)
-    p = ReplayPlanner(parse(pb)).propose(ctx)
-    assert p.kind == "moe_tune" and p.candidate.parallel == Parallel(tp=4, dp=2) and "on TP4 x DP2" in p.description
-    assert not p.candidate.moe_configs  # tuned where it runs, for its own shard shape
+    own = {**BASE, "moe_configs": ["/old/E=256,N=256.json"], "env": {"SGLANG_MOE_CONFIG_DIR": "/old"}}
+    # the incumbent on fallback kernels, and one already tuned for its own TP8 shards (whose log then
+    # shows no fallback): either way the step's layout gets kernels tuned for its own shard shape
+    for cand, diagnoses in ((BASE, [fallback]), (own, [])):
+        baseline = {"id": 1, "phase": "framework", "kind": "config", "description": tag("s01", "baseline"),
+                    "candidate": cand, "incumbent_id": None, "proposal": {}, "verdict": "kept", "status": "done",
+                    "outcome": "launched", "diagnoses": diagnoses, "reason": "", "reason_code": None}
+        ctx = PlanContext(config=RunConfig(target=Target(model="deepseek-v3", hw="mi355x")), card=get_model("deepseek-v3"),
+                          hw=get_hardware("mi355x"), trials=[baseline], measurements=lambda i: [], incumbent_id=1,
+                          frameworks=("sglang",), source_tree=lambda fw: None)
+        p = ReplayPlanner(parse(pb)).propose(ctx)
+        assert p.kind == "moe_tune" and p.candidate.parallel == Parallel(tp=4, dp=2) and "on TP4 x DP2" in p.description
+        assert not p.candidate.moe_configs and "SGLANG_MOE_CONFIG_DIR" not in p.candidate.env
