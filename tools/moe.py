@@ -45,11 +45,11 @@ def install(c: Candidate, configs: list[Path], framework) -> Candidate:
     return c.model_copy(update={"moe_configs": [str(p.resolve()) for p in configs], "env": env})
 
 
-def uninstall(c: Candidate, framework) -> Candidate:
-    """The candidate without tuned configs: they fit the shard shape they were tuned for, and
-    another layout tunes its own."""
+def on_layout(c: Candidate, parallel, framework) -> Candidate:
+    """The candidate on another layout, without its tuned configs: they fit the shard shape they
+    were tuned for, and the new layout tunes its own."""
     env = {k: v for k, v in c.env.items() if k != framework.moe_config_env}
-    return c.model_copy(update={"moe_configs": [], "env": env})
+    return c.model_copy(update={"parallel": parallel, "moe_configs": [], "env": env})
 
 
 def engagement(diagnoses: list[dict], configs: list[str]) -> tuple[bool, str]:

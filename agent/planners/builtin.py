@@ -238,7 +238,7 @@ class BuiltinPlanner:
             return
         n = max(ctx.hw.gpus_per_node, 1)
         heads = ctx.card.num_attention_heads
-        moe = ctx.card.is_moe
+        is_moe = ctx.card.is_moe
         oom = [(t["candidate"]["parallel"]["tp"], t["candidate"]["parallel"].get("ep", False))
                for t in ctx.trials if t["phase"] == "parallel" and t["verdict"] == "failed"
                and any(d["kind"] == "oom" for d in t["diagnoses"])]
@@ -249,10 +249,11 @@ class BuiltinPlanner:
         # run (tuning changes which one wins), so the moe phase's tune-then-retune rounds are not
         # needed. One trial at a time that would be a tuner run per layout, one after another: there
         # the moe phase tunes the winner, then the runners-up that lost on the fallback kernels.
-        tune = ctx.config.workers > 1 and moe and (bool(inc.moe_configs) or _falls_back(ctx.incumbent))
+        tune = ctx.config.workers > 1 and is_moe and (bool(inc.moe_configs) or _falls_back(ctx.incumbent))
         layouts = [inc.parallel] if tune and not inc.moe_configs else []
+        fw = ctx.framework(inc.framework)
         for tp in sorted(set(tps), reverse=True):
-            for ep in ([False, True] if moe and tp > 1 else [False]):
+            for ep in ([False, True] if is_moe and tp > 1 else [False]):
                 par = Parallel(tp=tp, dp=n // tp, ep=ep)
                 if par != inc.parallel and not any(tp < t and ep == e for t, e in oom):
                     layouts.append(par)
@@ -262,7 +263,7 @@ class BuiltinPlanner:
             if not tune:
                 yield _p("parallel", par.label, inc.model_copy(update={"parallel": par}), why)
             elif not _tuned_on(ctx, inc.framework, par):  # a tune's candidate changes once tuned: not in `tried`
-                yield Proposal(kind="moe_tune", phase="parallel", candidate=_untuned(ctx, inc, par),
+                yield Proposal(kind="moe_tune", phase="parallel", candidate=moe.on_layout(inc, par, fw),
                                description=f"{par.label} with MoE kernels tuned for it",
                                rationale=f"{why}; ranked on its own tuned kernels, the layouts side by side")
 
@@ -283,13 +284,14 @@ class BuiltinPlanner:
         tuned = [x for x in ctx.trials if x["kind"] == "moe_tune"]
         if not any(x["verdict"] == "kept" or x["status"] != "done" for x in tuned):
             return
+        fw = ctx.framework(inc.framework)
         lost = [x for x in ctx.trials if x["phase"] == "parallel" and x["verdict"] == "reverted" and _falls_back(x)]
         lost.sort(key=lambda x: -(_objective(ctx, x) or 0.0))
         for x in lost:
             par = Parallel.model_validate(x["candidate"]["parallel"])
             if any(y["candidate"]["parallel"] == par.model_dump() for y in tuned) or par == inc.parallel:
                 continue
-            yield Proposal(kind="moe_tune", phase="moe", candidate=_untuned(ctx, inc, par),
+            yield Proposal(kind="moe_tune", phase="moe", candidate=moe.on_layout(inc, par, fw),
                            description=f"tune MoE kernels for {par.label}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
 
@@ -311,10 +313,6 @@ def _falls_back(t: dict) -> bool:
 def _tuned_on(ctx: PlanContext, framework: str, par: Parallel) -> bool:
     return any(x["kind"] == "moe_tune" and x["candidate"]["framework"] == framework
                and x["candidate"]["parallel"] == par.model_dump() for x in ctx.trials)
-
-
-def _untuned(ctx: PlanContext, inc: Candidate, par: Parallel) -> Candidate:
-    return moe.uninstall(inc, ctx.framework(inc.framework)).model_copy(update={"parallel": par})
 
 
 def _p(phase: str, what: str, c: Candidate, why: str) -> Proposal:

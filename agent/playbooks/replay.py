@@ -200,7 +200,7 @@ class ReplayPlanner:
             if inc.moe_configs and par is None:
                 self.note(s.id, "skipped: the incumbent already runs tuned MoE configs")
                 return None, False
-            c = inc if par is None else moe.uninstall(inc, ctx.framework(inc.framework)).model_copy(update={"parallel": par})
+            c = inc if par is None else moe.on_layout(inc, par, ctx.framework(inc.framework))
             shape = ", ".join(f"{k}={v}" for k, v in a.moe_shape.items())
             return Proposal(kind="moe_tune", source="playbook", phase=s.phase, candidate=c,
                             description=tag(s.id, f"tune MoE kernels for {ctx.card.name}" + (f" ({shape} as on the card)" if shape else "")

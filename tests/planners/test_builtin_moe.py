@@ -55,8 +55,8 @@ def test_side_by_side_each_layout_is_tuned_as_it_is_measured_one_at_a_time_none_
     assert all(p.kind == "moe_tune" and p.phase == "parallel" for p in four)
     # its own layout first (it runs fallback kernels too), then the very layouts one worker measures
     assert [p.candidate.parallel for p in four] == [BASE.parallel] + [p.candidate.parallel for p in one]
-    tuned_before = [_trial(1, "flags", BASE)]  # no fallback warning: nothing to tune
-    assert all(p.kind == "config" for p in _layouts(tuned_before, 1, 4))
+    no_warning = [_trial(1, "flags", BASE)]  # no fallback in its log: nothing to tune
+    assert all(p.kind == "config" for p in _layouts(no_warning, 1, 4))
 
 
 def test_after_a_tuned_layout_is_kept_the_others_are_tuned_for_their_own_shapes_and_none_twice():
