@@ -4,22 +4,25 @@ The driver (this module, in the `agent` process) is the ledger's only writer. It
 for proposals while fewer than N trials are open, records each (so the next ask sees it: the
 planners are rebuilt from the ledger and skip what is queued), and hands their work to an
 `Executor` (agent/cluster.py runs it as Ray tasks, one per node; agent/worker.py's
-`InlineExecutor` runs it in process). Results are recorded the moment they arrive, in whatever
-order the workers finish; the keep/revert rule then decides the open trials strictly in proposal
-order against one incumbent, so a run's verdicts never depend on which worker finished first.
+`InlineExecutor` runs it in process). Results are handled in the order their tasks end on the
+ground clock, and the keep/revert rule decides the open trials strictly in proposal order against
+one incumbent, so a run's verdicts never depend on which worker finished first.
 
 A batch holds candidates of one phase. Once that phase has nothing more to propose and nodes are
 free, candidates of the next phase run ahead on a provisional incumbent (agent/speculate.py) and
 are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
 recorded until every open trial is decided (a patch changes the driver's source tree). A trial
-the rule wants repeated or evaluated gets its follow-up while it heads the queue: a repeat spreads
-its sides over the free nodes (agent/fanout.py), and the nodes it leaves take the repeats the trials
-behind it will want against the same incumbent (void, on their incumbent side, if the head is kept).
+the rule wants repeated or evaluated gets its follow-up while it heads the queue, before anything
+new is sent: a repeat spreads its sides over the free nodes (agent/fanout.py), and the nodes it
+leaves take the repeats the trials behind it will want against the same incumbent (void, on their
+incumbent side, if the head is kept), then new trials.
 
-Ground time: every task starts at the driver's ground clock when it is submitted and ends its own
-ground seconds later (the sim's clock; a real node's elapsed time); deciding the head trial moves
-the clock to its end. At most N tasks are open at any ground instant, so this is N nodes' schedule,
-and it is the same whichever worker happens to finish first.
+Ground time: the driver is a discrete-event schedule of N nodes. Every task starts at the driver's
+ground clock when it is sent and ends its own ground seconds later (the sim's clock; a real node's
+elapsed time). The driver handles results in the order of those ends, and its clock moves to each
+end as it does: a node is busy until its task's end, whenever the result came back, and nothing
+is sent on a result before the ground time it existed. So at most N tasks are open at any ground
+instant, and the schedule is the same whichever worker happens to finish first.
 """
 from __future__ import annotations
 
@@ -45,7 +48,6 @@ class Open:
     kind: str
     out: dict = field(default_factory=dict)  # handle -> (Task, ground time it started): its tasks on nodes now
     end: float = 0.0  # ground time its last finished task ended
-    first_end: float = 0.0  # ... and its first task (what speculation may build on by then)
     first_data: dict | None = None  # the measurement its first task brought (None: failed, nothing)
     search: bool = False  # a point of a sequential search (Proposal.params)
     base: int | None = None  # the trial it was built on (the incumbent then, or a provisional one)
@@ -64,14 +66,18 @@ class Driver:
     now: float = 0.0
     stop: dict | None = None
     phase: str = PHASES[0]  # the phase being decided (trials of the next one may run ahead)
-    lone: int | None = None  # the head whose follow-up went out when nothing else was out
+    back: dict = field(default_factory=dict)  # handle -> result: back from its worker, not yet handled (_next)
+    in_order: bool = False  # handle results in ground-time order (a ground whose clock is modeled)
+    held: int | None = None  # the head whose repeat waits for a second node to free up
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
         led = self.rt.ledger
+        from sandboxes import registry
+        ground = registry.get(self.rt.config.backend, self.rt.config.framework)
+        self.in_order = ground.modeled_clock
         if self.ground_module is None:  # the worker imports it, so a ground outside the built-ins registers there too
-            from sandboxes import registry
-            self.ground_module = registry.get(self.rt.config.backend, self.rt.config.framework).open.__module__
+            self.ground_module = ground.open.__module__
         state = led.meta("parallel") or {}
         self.now = float(state.get("now", 0.0))
         self.inc = led.incumbent()
@@ -82,7 +88,12 @@ class Driver:
         self._reopen()
         try:
             while True:
-                if self.stop is None:
+                head = self.queue[0] if self.queue else None
+                if head and not head.review and not head.out and self.held != head.tid:
+                    self._commit(head)  # before anything new: the head's follow-up comes first
+                    continue
+                self._repeat_ahead()  # then the repeats the trials behind it will want
+                if self.stop is None and self.held is None:
                     self._fill()
                 if not self.queue:
                     break
@@ -90,11 +101,11 @@ class Driver:
                 if head.review:
                     if self._answer(head) is None:
                         return self._wait_for_review(head)
-                elif head.out:
-                    self._collect()
                 else:
-                    self._commit(head)
+                    self._collect()
+                    self.held = None
         except BaseException:  # Ctrl-C, or a bug: stop the cluster's trials; no server outlives the run
+            self._flush()
             self.executor.cancel([h for o in self.queue for h in o.out])
             self._reap()
             raise
@@ -109,6 +120,16 @@ class Driver:
             if killed:
                 self.rt.ledger.event("reap", f"stopped server process groups of {d.name}: {killed}")
 
+    def _flush(self) -> None:
+        """Results back but not handled yet (_next) go into the ledger as they are: a resume does
+        not redo a finished measurement."""
+        for o in self.queue:
+            for h in [h for h in o.out if h in self.back]:
+                task, _ = o.out.pop(h)
+                res = self.back.pop(h)
+                if not isinstance(res, Lost):
+                    record(self.rt, o.tid, task, res)
+
     def _reopen(self) -> None:
         """A resumed run: its undecided trials go back into the queue, in order; work that had not
         come back is submitted again (a finished measurement is in the ledger and is not redone)."""
@@ -118,10 +139,9 @@ class Driver:
 
     def _fill(self) -> None:
         led, cfg = self.rt.ledger, self.rt.config
-        # At a quiet point only the head's follow-up keeps a node busy: the other N - 1 may take
-        # new trials, however many measured ones wait to be decided (agent/speculate.py).
-        quiet = speculate.quiet(self.queue, self.lone)
-        info, added = speculate.info_time(self.queue, self.now), 0
+        # At a quiet point every open trial's first measurement is back: the other N - 1 nodes may
+        # take new trials, however many measured ones wait to be decided (agent/speculate.py).
+        quiet, added = speculate.quiet(self.queue), 0
         while len(self.queue) < self.workers or (quiet and added < self.workers - 1):
             if self._busy() >= self.workers:
                 return  # every node is busy (a repeat's sides take several)
@@ -145,19 +165,19 @@ class Driver:
             if not self.queue and p.kind != "patch" and p.phase != self.phase:
                 self.phase = p.phase  # this phase has nothing more: the next one begins
                 self._save()
-            base, start, tag = self.inc, (self.now if len(self.queue) < self.workers else info), ""
+            base, tag = self.inc, ""
             if self.queue and (p.kind == "patch" or p.phase != self.phase or self._search_after_screens(p)):
                 spec = self._speculate(p, quiet)
                 if spec is None:
                     return  # ask again once the open trials are decided (or measured)
-                p, base, start = spec
+                p, base = spec
                 tag = f" (ahead, on trial {base})"
             if base is not None and any(o.phase == p.phase and o.base not in (None, base) for o in self.queue):
                 return  # one phase's open trials build on one base (none: proposed before there was one)
             tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)
             self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}{tag}")
-            self._route(led.trial(tid), start)
+            self._route(led.trial(tid))
             added += 1
 
     def _ask(self, inc: int | None):
@@ -175,7 +195,7 @@ class Driver:
 
     def _speculate(self, p, quiet: bool) -> tuple | None:
         """A candidate to run ahead while this phase's last trials are decided: (proposal, the trial
-        it builds on, its ground start), or None (a barrier, or nothing worth it yet)."""
+        it builds on), or None (a barrier, or nothing worth it yet)."""
         if p.kind == "patch" or not quiet or not speculate.allowed(self.queue, self.phase, p.phase):
             return None
         cfg = self.rt.config
@@ -184,7 +204,7 @@ class Driver:
             p = self._ask(base)
             if p.kind in ("stop", "patch") or not speculate.allowed(self.queue, self.phase, p.phase):
                 return None
-        return p, base, speculate.info_time(self.queue, self.now)
+        return p, base
 
     def _save(self) -> None:
         self.rt.ledger.set_meta("parallel", {"workers": self.workers, "now": self.now, "phase": self.phase})
@@ -198,7 +218,7 @@ class Driver:
         why = nodes._workload_refused(led.trials(), self.inc)
         return {"stop_reason": why, "failed": "workload"} if why else None
 
-    def _route(self, t: dict, start: float = 0.0) -> None:
+    def _route(self, t: dict) -> None:
         o = Open(t["id"], t["phase"], t["kind"], search=bool(t["proposal"].get("params")), base=t["incumbent_id"])
         r = nodes._route_for(self.rt, t)
         if r["route"] == "apply":
@@ -208,14 +228,14 @@ class Driver:
         o.review = r["route"] == "review"
         self.queue.append(o)
         if not o.review and not self.rt.ledger.measurements(t["id"], "candidate"):
-            self._submit(o, FIRST, start)
+            self._submit(o, FIRST)
 
     # ---- tasks ------------------------------------------------------------------------------
     def _busy(self) -> int:
         return sum(len(o.out) for o in self.queue)
 
-    def _submit(self, o: Open, need: str, start: float = 0.0) -> None:
-        self._send(o, self._task(o, need), max(self.now, start))
+    def _submit(self, o: Open, need: str) -> None:
+        self._send(o, self._task(o, need))
 
     def _repeat(self, o: Open, spread_only: bool = False) -> None:
         """The head's repeats: side by side on the free nodes, or both sides on one node in turn."""
@@ -224,22 +244,27 @@ class Driver:
         parts = fanout.sides(len(inc), rec.count("incumbent"), len(cand), self.rt.config.gate.max_repeats,
                              self.workers - self._busy())
         if not parts:
-            return None if spread_only else self._submit(o, REPEAT)
+            if spread_only:
+                return None
+            if self._busy() and self.workers > 1:
+                # one node free: both sides on it in turn would take two measurements' time; the
+                # next task to end frees a second, so the sides wait for it (nothing new takes it)
+                self.held = o.tid
+                return None
+            return self._submit(o, REPEAT)
         base = self._task(o, REPEAT)
-        # no earlier than what asked for it was measured: a trial behind the head may have ended
-        # after the head did, on the ground clock, though its result came back first
-        start = max(self.now, o.end)
         for i, (side, nth) in enumerate(parts):  # each side its own dir: two nodes of one host never share a tree
             self._send(o, replace(base, side=side, nth=nth, step=base.step + i,
-                                  work_dir=f"{base.work_dir}-{side}-{nth}"), start)
+                                  work_dir=f"{base.work_dir}-{side}-{nth}"))
 
     def _repeat_ahead(self) -> None:
         """While the head repeats, the open trials behind it that the rule would repeat too get their
         repeats now on the nodes left, against the same incumbent: the measurements a one-at-a-time
         run takes in their turn whenever the head is not kept (the same bench seeds). A kept head
-        voids their incumbent side (counts_for); the candidate side stands. Called only when
-        everything else is back, so what it sends does not depend on which worker finished first."""
+        voids their incumbent side (counts_for); the candidate side stands."""
         cfg = self.rt.config
+        if not self.queue or not any(task.need == REPEAT for task, _ in self.queue[0].out.values()):
+            return
         for o in self.queue[1:]:
             if o.out or o.review or o.kind == "patch" or o.first_data is None or o.base != self.inc:
                 continue
@@ -248,8 +273,8 @@ class Driver:
             if decide(*LedgerRecorder(self.rt.ledger, o.tid, self.inc).series(), cfg.objective, cfg.gate).decision == REPEAT:
                 self._repeat(o, spread_only=True)
 
-    def _send(self, o: Open, task: Task, start: float) -> None:
-        o.out[self.executor.submit(task)] = (task, start)
+    def _send(self, o: Open, task: Task) -> None:
+        o.out[self.executor.submit(task)] = (task, self.now)  # it starts now on the ground clock
 
     def _task(self, o: Open, need: str) -> Task:
         led = self.rt.ledger
@@ -270,23 +295,48 @@ class Driver:
                       ground_module=self.ground_module)
 
     def _collect(self) -> None:
-        """Wait for any open task and record what it brought back (finish order does not matter)."""
-        handle, res = self.executor.wait([h for o in self.queue for h in o.out])
-        o = next(x for x in self.queue if handle in x.out)
-        task, start = o.out.pop(handle)
-        if isinstance(res, Lost):
-            self._lost(o, task, res)
-            return
-        o.end = max(o.end, start + float(res.get("ground_s") or 0.0))
-        record(self.rt, o.tid, task, res)
-        if task.need == FIRST:
-            o.first_end, o.first_data = o.end, speculate.first_data(res)
-        if res["result"]:  # that part ended the trial (a side failed to launch): the others are moot
-            self._drop(o)
+        """Record the results that end next on the ground clock (see _next)."""
+        for handle, res in self._next():
+            o = next((x for x in self.queue if handle in x.out), None)
+            if o is None:
+                continue  # dropped by a result handled just before (its trial ended)
+            task, start = o.out.pop(handle)
+            if isinstance(res, Lost):
+                self._lost(o, task, res)
+                continue
+            o.end = max(o.end, start + float(res.get("ground_s") or 0.0))
+            self.now = max(self.now, o.end)  # what is done next is done knowing this, so no earlier
+            record(self.rt, o.tid, task, res)
+            if task.need == FIRST:
+                o.first_data = speculate.first_data(res)
+            if res["result"]:  # that part ended the trial (a side failed to launch): the others are moot
+                self._drop(o)
+
+    def _next(self) -> list[tuple]:
+        """[(handle, result)] of the open tasks that end first on the ground clock (several when they
+        end at the same instant). A node is busy until its task's ground end, so the driver acts in
+        that order: on a ground whose clock is modeled (the sim) it waits for every open task first
+        (they take seconds of wall time; a result waiting its turn is in memory only, and a crash
+        re-runs it on resume with the same seeds); on real nodes the wall clock is the ground clock
+        and results come in that order anyway, each recorded as it comes."""
+        out = {h: (o.tid, t, s) for o in self.queue for h, (t, s) in o.out.items()}
+        if not self.in_order:
+            return [self.executor.wait(list(out))]
+        while pending := [h for h in out if h not in self.back]:
+            h, res = self.executor.wait(pending)
+            self.back[h] = res
+        def end(h):
+            res = self.back[h]
+            return out[h][2] + (0.0 if isinstance(res, Lost) else float(res.get("ground_s") or 0.0))
+        first = min(end(h) for h in out)
+        due = sorted((h for h in out if end(h) == first), key=lambda h: (out[h][0], out[h][1].step))
+        return [(h, self.back.pop(h)) for h in due]
 
     def _drop(self, o: Open) -> None:
         if o.out:
             self.executor.cancel(list(o.out))
+            for h in o.out:
+                self.back.pop(h, None)
             o.out.clear()
 
     def _lost(self, o: Open, task: Task, res: Lost) -> None:
@@ -295,7 +345,7 @@ class Driver:
         if o.lost <= RETRIES:
             led.event("worker", f"trial {o.tid}: worker lost ({res.reason}); submitted again")
             self.rt.progress(f"  trial {o.tid}: worker lost ({res.reason}); retrying")
-            self._send(o, task, self.now)
+            self._send(o, task)
             return
         self._drop(o)
         led.finish_trial(o.tid, Result(verdict="failed", code="error",
@@ -310,15 +360,13 @@ class Driver:
             rec = LedgerRecorder(led, head.tid, inc)
             v = decide(*rec.series(), rt.config.objective, rt.config.gate)
             if v.decision in (REPEAT, EVALUATE):
-                rt.progress(f"  trial {head.tid} {v.decision}: {v.reason}")
                 self.now = max(self.now, head.end)  # the follow-up runs after what it follows
-                self.lone = head.tid if not self._busy() else None
                 if v.decision == REPEAT:
                     self._repeat(head)
-                    if self.lone == head.tid:
-                        self._repeat_ahead()
                 else:
                     self._submit(head, EVALUATE)
+                if head.out:  # (not when its repeat waits for a node)
+                    rt.progress(f"  trial {head.tid} {v.decision}: {v.reason}")
                 return
             led.finish_trial(head.tid, Result.of(v, rec.ground_s()))
             t = led.trial(head.tid)

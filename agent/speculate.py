@@ -10,12 +10,11 @@ full configuration, decided later in proposal order against whatever the real in
 then: one built on a winner is what the run would have proposed anyway, one built on a loser just
 loses (and spends a trial of the budget).
 
-Deterministic and honest in ground time: the driver speculates only once everything but the
-head's follow-up is back (`quiet`), so what it builds on does not depend on which worker
-finished first; and the speculative task starts no earlier than the last of those measurements
-ended (`info_time`): it never uses a result before the ground time it existed. At that point at
-most the head's follow-up keeps a node busy, so the other N - 1 may take new trials however many
-measured ones wait to be decided.
+The driver speculates only once every open trial's first measurement is back (`quiet`), so the
+provisional incumbent is read from all of them; at that ground time only follow-ups (repeats,
+evals) keep nodes busy, and the others may take new trials however many measured ones wait to be
+decided. (The driver handles results in ground-time order, agent/parallel.py: what it builds on
+existed by the time the speculative task starts.)
 """
 from __future__ import annotations
 
@@ -26,17 +25,10 @@ from agent.worker import FIRST
 AHEAD = 1  # phases a speculative candidate may run ahead of the phase being decided
 
 
-def quiet(queue: list, lone: int | None) -> bool:
-    """Everything is back but the head's follow-up (a repeat, the evals), submitted once nothing
-    else was out (`lone`): the driver has then committed all it could, so the state it speculates
-    from is the same whichever worker finished first."""
-    out = [o.tid for o in queue if o.out]
-    return bool(queue) and out == [queue[0].tid] and lone == queue[0].tid
-
-
-def info_time(queue: list, now: float) -> float:
-    """The ground time by which every open trial's first measurement had come back."""
-    return max([now, *(o.first_end for o in queue)])
+def quiet(queue: list) -> bool:
+    """Every open trial's first measurement is back (what is out is follow-ups: repeats, evals):
+    the provisional incumbent is then read from all of them."""
+    return bool(queue) and all(task.need != FIRST for o in queue for task, _ in o.out.values())
 
 
 def allowed(queue: list, base: str, phase: str) -> bool:

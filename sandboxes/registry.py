@@ -36,6 +36,10 @@ class Ground:
     # The ground's own quality gate, (cfg, run_dir) -> an EvalSuite, where the default tasks cannot
     # judge it (e.g. randomly initialised test models); None: the run's default eval suite.
     suite: Callable[..., object] | None = None
+    # Its clock is a model's, not the wall's (the sim): a task's ground seconds pass in wall
+    # seconds, so the parallel driver may wait for every open task and handle results in the order
+    # they end on the ground clock (agent/parallel.py). Elsewhere the wall clock is the ground's.
+    modeled_clock: bool = False
 
 
 _GROUNDS: dict[tuple[str, str | None], Ground] = {}

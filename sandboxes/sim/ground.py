@@ -17,4 +17,4 @@ def add_commands(app) -> None:
 
 
 registry.register(registry.Ground("sim", open_sim, help="the simulated GPU node (default)",
-                                  commands=add_commands))
+                                  commands=add_commands, modeled_clock=True))

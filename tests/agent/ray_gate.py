@@ -101,6 +101,6 @@ def open_gated(cfg, card, hw):
     return GatedSim(cfg.target.model, cfg.target.hw, seed=cfg.seed)
 
 
-GROUND = registry.Ground("sim-gated", open_gated, help="the sim, with a test gate at each server")
+GROUND = registry.Ground("sim-gated", open_gated, help="the sim, with a test gate at each server", modeled_clock=True)
 if ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE:
     registry.register(GROUND)  # in a Ray worker (the driver passes this module); the tests register it themselves

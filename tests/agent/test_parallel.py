@@ -11,7 +11,7 @@ from agent import cluster, fanout, speculate
 from agent import run as runlib
 from agent.config import Budget, Measure
 from agent.decide import objective_value
-from agent.parallel import Open
+from agent.parallel import Driver, Open
 from agent.planners.base import PHASES, Proposal
 from agent.planners.builtin import BuiltinPlanner
 from tools.candidate import Candidate, Parallel
@@ -53,9 +53,9 @@ def test_batches_run_at_most_one_phase_ahead_and_verdicts_come_in_proposal_order
 
 
 def test_the_next_phase_starts_before_the_last_trial_of_this_one_is_decided(tmp_path):
-    # A run goes ahead only at a quiet point (the head's repeat or evals out, nothing else): on the
-    # shipped fit this small run reaches one with 3 nodes in 16 trials (MTP's patch trial repeating);
-    # the scripted test below shows the mechanism on fixed numbers.
+    # A run goes ahead only at a quiet point (every open trial's first measurement back, follow-ups
+    # out): on the shipped fit this small run reaches one with 3 nodes in 16 trials; the scripted
+    # test below shows the mechanism on fixed numbers.
     rt, _ = drive(tmp_path, 3, trials=16)
     trials = rt.ledger.trials()
     ahead = [(a["id"], b["id"]) for a in trials for b in trials if b["id"] > a["id"]
@@ -92,11 +92,13 @@ class Scripted(InlineExecutor):
     turn, no sandbox: the keep/revert rule runs on numbers chosen so that b's first measurement
     beats the baseline clearly (b is the provisional incumbent; a's is within noise), a is then kept
     after two repeats (run side by side on the free nodes, agent/fanout.py), and b, no worse than
-    the baseline on its evals, regresses against a's."""
+    the baseline on its evals, regresses against a's. Each measurement takes 100 ground seconds,
+    b's first 150: a's first repeat goes out while b's node is still busy."""
     VALUES = {(1, "candidate"): [(1000, 15)],
               (2, "candidate"): [(1030, 20), (1010, 20), (1031, 20)], (2, "incumbent"): [(1000, 15)] * 2,
               (3, "candidate"): [(1200, 15)],
               (4, "candidate"): [(1300, 20)]}
+    SLOW = {(3, "first"): 150.0}  # (trial, need) -> ground seconds of each of its measurements
 
     def wait(self, handles):
         h = min(handles)
@@ -110,9 +112,10 @@ class Scripted(InlineExecutor):
             want = [(t.side, t.nth)]
         else:  # both sides in turn on one node
             want = [("incumbent", here), ("candidate", here + 1)]
-        rows = [(role, _m(*self.VALUES[(t.trial_id, role)][i]), 1.0, 100.0) for role, i in want]
+        g = self.SLOW.get((t.trial_id, t.need), 100.0)
+        rows = [(role, _m(*self.VALUES[(t.trial_id, role)][i]), 1.0, g) for role, i in want]
         return h, {"rows": rows, "outcome": "launched", "diagnoses": [], "log_excerpt": "", "events": [],
-                   "result": None, "ground_s": 100.0 * len(rows)}
+                   "result": None, "ground_s": g * len(rows)}
 
 
 def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_incumbent(tmp_path):
@@ -131,6 +134,16 @@ def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_inc
     assert t[3]["reason_code"] == "eval_regression"
     assert c["verdict"] == "kept" and c["numbers"]["incumbent"] == [1030.0, 1010.0, 1031.0]  # a's, not b's
     assert led.incumbent() == 4
+
+
+def test_a_repeat_with_one_node_free_waits_for_a_second_rather_than_run_its_sides_in_turn(tmp_path):
+    # two nodes: a's first ends at 200 while b's runs until 250. Both sides of a repeat in turn on
+    # the free node would end at 400; waiting for b's node, side by side, they end at 350
+    ex = Scripted()
+    rt, _ = drive(tmp_path, 2, trials=10, planner=Script(), executor=ex)
+    a = [(side, nth) for tid, need, side, nth, _ in ex.seen if tid == 2 and need == "repeat"]
+    assert a == [("incumbent", 0), ("candidate", 1), ("incumbent", 1), ("candidate", 2)], ex.seen
+    assert [t["verdict"] for t in rt.ledger.trials()][:3] == ["kept", "kept", "reverted"]
 
 
 def test_the_provisional_incumbent_is_what_deciding_the_open_trials_on_their_first_measurements_leaves():
@@ -227,6 +240,7 @@ class ThreeWithinNoise(Scripted):
               (2, "candidate"): [(1010, 20), (1000, 20), (1005, 20)], (2, "incumbent"): [(1000, 15)] * 2,
               (3, "candidate"): [(1030, 20), (1040, 20), (1035, 20)], (3, "incumbent"): [(1000, 15)] * 2,
               (4, "candidate"): [(1025, 20), (1020, 20), (1022, 20)], (4, "incumbent"): [(1001, 15)] * 2}
+    SLOW = {}
 
     def submit(self, task):
         h = super().submit(task)
@@ -236,7 +250,7 @@ class ThreeWithinNoise(Scripted):
 
 def test_repeats_of_trials_behind_the_head_run_with_its_own_and_a_kept_head_voids_their_incumbent_side(tmp_path):
     ex = ThreeWithinNoise()
-    rt, _ = drive(tmp_path, 8, trials=10, planner=ThreeFlags(), executor=ex)
+    rt, _ = drive(tmp_path, 12, trials=10, planner=ThreeFlags(), executor=ex)  # room for all three trials' repeats
     led = rt.ledger
     t = {x["id"]: x for x in led.trials()}
     assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "reverted", "kept", "reverted"], [x["reason"] for x in t.values()]
@@ -251,26 +265,44 @@ def test_repeats_of_trials_behind_the_head_run_with_its_own_and_a_kept_head_void
     assert t[4]["numbers"]["candidate"] == [1025.0, 1020.0, 1022.0] and t[4]["reason_code"] == "no_gain", t[4]["reason"]
 
 
-class SlowFirstC(ThreeWithinNoise):
-    """As ThreeWithinNoise, but c's first measurement takes 500 ground seconds, not 100: it ends on
-    the ground clock after b's has been repeated, though its result is back before (in process)."""
+class Clocked(Driver):
+    """The driver, noting each task's ground start as it sends it."""
+    def _send(self, o, task):
+        super()._send(o, task)
+        self.starts = [*getattr(self, "starts", []), (task, self.now)]
 
+
+class Timing(InlineExecutor):
+    """Runs tasks as InlineExecutor does, noting each one's ground seconds."""
     def wait(self, handles):
-        h, res = super().wait(handles)
-        t = self.seen[-1]
-        if t[:2] == (4, "first"):
-            res = {**res, "rows": [(r, d, w, 500.0) for r, d, w, _ in res["rows"]], "ground_s": 500.0}
+        h = min(handles)
+        task = self._tasks.pop(h)
+        res = run_task(task)
+        self.ground = {**getattr(self, "ground", {}), id(task): float(res.get("ground_s") or 0.0)}
         return h, res
 
 
-def test_a_repeat_sent_ahead_starts_no_earlier_than_the_measurement_that_asked_for_it(tmp_path):
-    ex = SlowFirstC()
-    rt, _ = drive(tmp_path, 8, trials=10, planner=ThreeFlags(), executor=ex)
-    led = rt.ledger
-    assert any(tid == 4 and need == "repeat" for tid, need, *_ in ex.seen)  # c repeated ahead with b
-    curve = dict(zip((t["id"] for t in led.trials()), (g for g, _ in led.meta("curve"))))
-    # c's first ended at 100 + 500 (after the baseline); a repeat of it could not start before
-    assert curve[4] >= 100 + 500 + 100, curve
+def test_no_node_runs_two_tasks_at_once_and_none_starts_before_what_it_follows(tmp_path):
+    # A node is busy until its task's ground end, whenever its result came back: a task sent on a
+    # result that is back must not start before that result's end, nor on a node still busy then.
+    # (The driver that handled results as they came sent a third task onto these two nodes at
+    # ground 3225 s: a repeat's side had come back, though it ran on until 3439 s.)
+    workers = 2
+    rd = tmp_path / "run"
+    rd.mkdir()
+    rt = runlib.open_runtime(rd, small_config(budget=Budget(trials=30), workers=workers))
+    runlib.record_start(rt)
+    ex = Timing()
+    d = Clocked(rt, ex, workers)
+    d.run()
+    spans = [(start, start + ex.ground[id(t)], t) for t, start in d.starts if id(t) in ex.ground]
+    assert len(spans) > 16  # repeats and evals too
+    for s, e, t in spans:
+        busy = [x for x in spans if x[0] <= s < x[1]]
+        assert len(busy) <= workers, [(round(a), round(b), x.trial_id, x.need) for a, b, x in busy]
+        if t.need != "first":  # a follow-up starts after the trial's first measurement ended
+            first = next(x for x in spans if x[2].trial_id == t.trial_id and x[2].need == "first")
+            assert s >= first[1], (t.trial_id, t.need, s, first[1])
 
 
 def test_an_incumbent_side_row_counts_only_for_the_incumbent_it_measured(tmp_path):

@@ -80,9 +80,9 @@ def test_ray_and_in_process_runs_reach_the_same_verdicts(tmp_path, gate):
     assert out["status"] == "done" and len(a.ledger.trials()) == 6
     assert verdicts(a.ledger) == verdicts(b.ledger)
     assert a.ledger.meta("curve") == b.ledger.meta("curve")
-    # the framework phase's two candidates ran side by side: the second started before the first ended
-    t2, t3 = a.ledger.trial(2), a.ledger.trial(3)
-    assert t2["phase"] == t3["phase"] == "framework" and t3["started"] < t2["ended"]
+    # trials ran side by side: the ground clock is less than the sum of what was measured
+    work = sum(m["ground_s"] for t in a.ledger.trials() for m in a.ledger.measurements(t["id"]))
+    assert a.ledger.meta("parallel")["now"] < work
     close(a), close(b)
 
 
@@ -180,7 +180,9 @@ def test_ctrl_c_stops_the_trials_in_flight_and_resume_keeps_what_finished(tmp_pa
         cluster.drive(rt, executor=InterruptWhenOnlyHeld(2, g, 2, grace_s=120))
     led = rt.ledger
     assert led.trial(2)["status"] == "running" and not led.measurements(2)
-    assert led.trial(3)["status"] == "running" and len(led.measurements(3, "candidate")) == 1
+    # the baseline's measurement came back, and waited for trial 2's (the sim's clock is modeled:
+    # results are handled in ground-time order); Ctrl-C recorded it
+    assert led.trial(1)["status"] == "running" and len(led.measurements(1, "candidate")) == 1
     rep, stopped = ray.get(g.report.remote()), ray_gate.stops(rt.run_dir)
     assert stopped.get(2) == 1  # the cancelled trial's server was stopped, not left behind
     assert all(stopped.get(t, 0) == len(a) for t, a in rep["arrivals"].items())
@@ -191,7 +193,7 @@ def test_ctrl_c_stops_the_trials_in_flight_and_resume_keeps_what_finished(tmp_pa
     assert out["status"] == "done"
     rep = ray.get(g.report.remote())
     assert len(rep["arrivals"][2]) == 2  # submitted again ...
-    assert len(rep["arrivals"][3]) == 1  # ... while trial 3's finished measurement was kept, not redone
-    assert len(rt2.ledger.measurements(3, "candidate")) == 1
+    assert len(rep["arrivals"][1]) == 1  # ... while trial 1's finished measurement was kept, not redone
+    assert len(rt2.ledger.measurements(1, "candidate")) == 1
     assert all(t["status"] == "done" for t in rt2.ledger.trials()) and len(rt2.ledger.trials()) == 5
     close(rt2)
