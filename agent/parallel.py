@@ -47,7 +47,6 @@ class Open:
     phase: str
     kind: str
     out: dict = field(default_factory=dict)  # handle -> (Task, ground time it started): its tasks on nodes now
-    end: float = 0.0  # ground time its last finished task ended
     first_data: dict | None = None  # the measurement its first task brought (None: failed, nothing)
     search: bool = False  # a point of a sequential search (Proposal.params)
     base: int | None = None  # the trial it was built on (the incumbent then, or a provisional one)
@@ -304,8 +303,8 @@ class Driver:
             if isinstance(res, Lost):
                 self._lost(o, task, res)
                 continue
-            o.end = max(o.end, start + float(res.get("ground_s") or 0.0))
-            self.now = max(self.now, o.end)  # what is done next is done knowing this, so no earlier
+            # what is done next is done knowing this, so no earlier (and so after every task it follows)
+            self.now = max(self.now, start + float(res.get("ground_s") or 0.0))
             record(self.rt, o.tid, task, res)
             if task.need == FIRST:
                 o.first_data = speculate.first_data(res)
@@ -360,7 +359,6 @@ class Driver:
             rec = LedgerRecorder(led, head.tid, inc)
             v = decide(*rec.series(), rt.config.objective, rt.config.gate)
             if v.decision in (REPEAT, EVALUATE):
-                self.now = max(self.now, head.end)  # the follow-up runs after what it follows
                 if v.decision == REPEAT:
                     self._repeat(head)
                 else:
@@ -371,7 +369,6 @@ class Driver:
             led.finish_trial(head.tid, Result.of(v, rec.ground_s()))
             t = led.trial(head.tid)
         self.queue.pop(0)
-        self.now = max(self.now, head.end)
         if t["verdict"] == "kept":
             self.inc = head.tid
         elif inc is not None:  # the driver's tree shows the planner the incumbent's source
