@@ -10,6 +10,7 @@ worker is the driver's to record, retry once, or fail with the reason (agent/par
 from __future__ import annotations
 
 import os
+import socket
 
 from agent.config import gpus_per_trial
 from agent.errors import BadInput
@@ -18,11 +19,26 @@ from agent.worker import Lost, Task, run as run_task
 
 RESOURCE = "inferloop_node"
 CANCEL_GRACE_S = 60.0  # how long a cancelled task gets to stop its server before it is killed
+CONNECT_S = 10.0  # how long the head of a --ray cluster gets to answer before the run is refused
 
 
 def address(cfg_cluster: str | None) -> str | None:
     """The cluster to join: --ray, else RAY_ADDRESS; None: start a local instance."""
     return cfg_cluster or os.environ.get("RAY_ADDRESS") or None
+
+
+def check_reachable(where: str, timeout_s: float = CONNECT_S) -> None:
+    """A HOST:PORT that nothing answers on is refused at once: Ray's own join keeps retrying the
+    head's GCS for minutes, printing its warnings (measured: still waiting after 120 s). Other
+    forms Ray takes (auto, ray://HOST:PORT) are left to it."""
+    host, sep, port = where.rpartition(":")
+    if "://" in where or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise BadInput(f"Ray address {where!r} (--ray or RAY_ADDRESS): nothing answers there ({e}); it is the head "
+                       f"node's HOST:PORT, as `ray start --head` prints it (port 6379 by default)") from None
 
 
 class RayExecutor:
@@ -39,6 +55,7 @@ class RayExecutor:
         self.owned = not ray.is_initialized()
         if self.owned:
             if where:
+                check_reachable(where)
                 try:
                     ray.init(address=where, include_dashboard=False, log_to_driver=False)
                 except (ConnectionError, RuntimeError, ValueError) as e:

@@ -89,6 +89,9 @@ def register(app: typer.Typer) -> None:
                             **fields).check()
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {first_error(e)}") from None
+        if cfg.cluster:  # before the run dir exists: a run that cannot reach its cluster leaves nothing
+            from agent.cluster import check_reachable
+            check_reachable(cfg.cluster)
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         from agent.progress import rich_wanted, task
         try:
@@ -103,11 +106,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command("resume")
     def resume_cmd(run: str, approve: Optional[str] = typer.Option(None, help="change the patch policy"),
+                   ray: Optional[str] = typer.Option(None, "--ray", help="a run of several workers: join this "
+                                                     "Ray cluster instead of the one it started on (its head moved)"),
                    as_json: bool = typer.Option(False, "--json")) -> None:
         """Continue a run from its last checkpoint (after a crash, or after `agent approve/reject`)."""
         rd = run_dir_arg(run)
         try:
-            out = _runlib().resume(rd, approve=approve, progress=progress(as_json))
+            out = _runlib().resume(rd, approve=approve, cluster=ray, progress=progress(as_json))
         except KeyboardInterrupt as e:
             interrupted(rd, e)
         emit(out, as_json)

@@ -143,11 +143,20 @@ def _drive_parallel(rt: nodes.Runtime, ask: Ask | None) -> dict:
 
 
 @run_lock.locked(0)
-def resume(run_dir: Path, *, approve: str | None = None, ask: Ask | None = None, **kw) -> dict:
-    """Continue a run from its last checkpoint, with the config it was started with."""
+def resume(run_dir: Path, *, approve: str | None = None, cluster: str | None = None, ask: Ask | None = None,
+           **kw) -> dict:
+    """Continue a run from its last checkpoint, with the config it was started with (`approve`, and
+    for a run of several workers `cluster`, replace theirs)."""
     cfg = load_config(run_dir)
     if approve is not None:
         cfg = cfg.model_copy(update={"approve": approve}).check()
+    if cluster is not None:
+        if not parallel(cfg):
+            raise BadInput(f"--ray {cluster!r}: this run was started with one worker and goes on in this process; "
+                           "--ray applies to runs of several workers")
+        from agent.cluster import check_reachable
+        check_reachable(cluster)  # before the run's config takes it
+        cfg = cfg.model_copy(update={"cluster": cluster}).check()
     rt = open_runtime(Path(run_dir), cfg, **kw)
     rt.ledger.set_meta("config", cfg.model_dump(mode="json"))
     killed = nodes.reap_stale_servers(rt.run_dir)  # servers a killed agent left running

@@ -1,0 +1,66 @@
+"""A Ray address nothing answers on is refused at once with exit 2, naming it, before anything is
+written (Ray's own join keeps retrying the head for minutes); `agent resume --ray` moves a run of
+several workers to another head, and a one-worker run says it takes none."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from agent import run as runlib
+from agent.cluster import check_reachable
+from agent.errors import BadInput
+from agent.ledger import Ledger
+from tests.agent.conftest import small_config
+
+OPT = ["optimize", "--model", "glm-5.2", "--hw", "mi355x", "--budget", "1"]
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_an_address_nothing_answers_on_is_refused_naming_it():
+    where = f"127.0.0.1:{closed_port()}"
+    with pytest.raises(BadInput, match=f"'{where}'.*nothing answers there"):
+        check_reachable(where)
+
+
+def test_a_listening_head_passes_and_rays_other_forms_are_left_to_it():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        check_reachable(f"127.0.0.1:{s.getsockname()[1]}")
+    for where in ("auto", f"ray://127.0.0.1:{closed_port()}"):  # no probe: Ray reads these itself
+        check_reachable(where)
+
+
+def test_optimize_refuses_an_unreachable_cluster_before_the_run_dir_exists(agent, tmp_path):
+    pytest.importorskip("ray", reason="the cluster extra is not installed: pip install -e '.[cluster]'")
+    where = f"127.0.0.1:{closed_port()}"
+    r = agent(*OPT, "--workers", "2", "--ray", where, "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert where in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_takes_another_head_only_for_runs_of_several_workers(agent, tmp_path):
+    pytest.importorskip("ray", reason="the cluster extra is not installed: pip install -e '.[cluster]'")
+    one, two = tmp_path / "one", tmp_path / "two"
+    for rd, workers in ((one, 1), (two, 2)):
+        rd.mkdir()
+        rt = runlib.open_runtime(rd, small_config(workers=workers, cluster="10.0.0.1:6379" if workers > 1 else None))
+        runlib.record_start(rt)
+        rt.ledger.close()
+    r = agent("resume", str(one), "--ray", "10.0.0.2:6379")
+    assert r.returncode == 2 and "started with one worker" in r.stderr, r.stderr
+    where = f"127.0.0.1:{closed_port()}"
+    r = agent("resume", str(two), "--ray", where)
+    assert r.returncode == 2 and where in r.stderr and "Traceback" not in r.stderr, r.stderr
+    led = Ledger(two)
+    assert led.meta("config")["cluster"] == "10.0.0.1:6379"  # a refused head does not replace the run's own
+    led.close()
