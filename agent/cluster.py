@@ -29,11 +29,14 @@ def address(cfg_cluster: str | None) -> str | None:
 
 def check_reachable(where: str, timeout_s: float = CONNECT_S) -> None:
     """A HOST:PORT that nothing answers on is refused at once: Ray's own join keeps retrying the
-    head's GCS for minutes, printing its warnings (measured: still waiting after 120 s). Other
-    forms Ray takes (auto, ray://HOST:PORT) are left to it."""
-    host, sep, port = where.rpartition(":")
-    if "://" in where or not sep or not port.isdigit():
+    head's GCS for minutes, printing its warnings (measured: still waiting after 120 s). A
+    malformed one is refused too; Ray's other forms (auto, local, ray://HOST:PORT) are left to it."""
+    if "://" in where or where in ("auto", "local"):
         return
+    host, sep, port = where.rpartition(":")
+    if not (sep and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536):
+        raise BadInput(f"Ray address {where!r} (--ray or RAY_ADDRESS): allowed: HOST:PORT (the head node's, port "
+                       f"6379 by default), ray://HOST:PORT, auto")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as e:

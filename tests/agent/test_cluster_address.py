@@ -30,6 +30,12 @@ def test_an_address_nothing_answers_on_is_refused_naming_it():
         check_reachable(where)
 
 
+@pytest.mark.parametrize("where", [":", "10.0.0.1", "10.0.0.1:99999", "10.0.0.1:0", ":6379", "head:port"])
+def test_a_malformed_address_is_refused_saying_what_is_allowed(where):
+    with pytest.raises(BadInput, match="allowed: HOST:PORT"):
+        check_reachable(where)
+
+
 def test_a_listening_head_passes_and_rays_other_forms_are_left_to_it():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
