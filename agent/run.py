@@ -118,18 +118,29 @@ def start(cfg: RunConfig, run_dir: Path, *, ask: Ask | None = None, **kw) -> dic
     try:
         rt = open_runtime(run_dir, cfg, **kw)
     except BadInput:  # refused before it started (no framework, bad model path): leave nothing behind
-        if created:
-            run_lock.release(run_dir)
-            import shutil
-            shutil.rmtree(run_dir, ignore_errors=True)
+        _forget(run_dir, created)
         raise
     record_start(rt)
     for n in cfg.notes:  # what check() chose for the user, e.g. a workload that fits the model
         rt.ledger.event("config", n)
         rt.progress(f"note: {n}")
     if parallel(cfg):
-        return _drive_parallel(rt, ask)
+        try:
+            return _drive_parallel(rt, ask)
+        except BadInput:  # the cluster refused the run (no node offers the resource, too few GPUs)
+            if not rt.ledger.trials():  # before any trial: the same command runs again once it is fixed
+                rt.ledger.close()
+                _forget(run_dir, created)
+            raise
     return drive(rt, {"trial": None}, ask=ask)
+
+
+def _forget(run_dir: Path, created: bool) -> None:
+    """A run refused before its first trial leaves no directory it made."""
+    if created:
+        run_lock.release(run_dir)
+        import shutil
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def parallel(cfg: RunConfig) -> bool:

@@ -1,6 +1,7 @@
 """A Ray address nothing answers on is refused at once with exit 2, naming it, before anything is
-written (Ray's own join keeps retrying the head for minutes); `agent resume --ray` moves a run of
-several workers to another head, and a one-worker run says it takes none."""
+written (Ray's own join retried the head for 13 min 44 s); `agent resume --ray` moves a run of
+several workers to another head, and a one-worker run says it takes none. A run the cluster refuses
+before its first trial leaves no run directory behind."""
 from __future__ import annotations
 
 import socket
@@ -70,3 +71,14 @@ def test_resume_takes_another_head_only_for_runs_of_several_workers(agent, tmp_p
     led = Ledger(two)
     assert led.meta("config")["cluster"] == "10.0.0.1:6379"  # a refused head does not replace the run's own
     led.close()
+
+
+def test_a_run_the_cluster_refuses_before_its_first_trial_leaves_no_directory(tmp_path):
+    ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip install -e '.[cluster]'")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)  # no node offers inferloop_node
+    try:
+        with pytest.raises(BadInput, match="no node offering the resource"):
+            runlib.start(small_config(workers=2), tmp_path / "r")
+    finally:
+        ray.shutdown()
+    assert not (tmp_path / "r").exists()  # the same command runs again once the nodes offer it
