@@ -89,9 +89,6 @@ def register(app: typer.Typer) -> None:
                             **fields).check()
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {first_error(e)}") from None
-        if cfg.cluster:  # before the run dir exists: a run that cannot reach its cluster leaves nothing
-            from agent.cluster import check_reachable
-            check_reachable(cfg.cluster)
         rd = Path(run_dir) if run_dir else RUNS_ROOT / f"{model.replace('/', '_')}-{hw}-{time.strftime('%Y%m%d-%H%M%S')}"
         from agent.progress import rich_wanted, task
         try:

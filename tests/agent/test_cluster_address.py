@@ -1,5 +1,5 @@
-"""A Ray address nothing answers on is refused at once with exit 2, naming it, before anything is
-written (Ray's own join retried the head for 13 min 44 s); `agent resume --ray` moves a run of
+"""A Ray address nothing answers on is refused at once with exit 2, naming it, leaving no run
+directory (Ray's own join retried the head for 13 min 44 s); `agent resume --ray` moves a run of
 several workers to another head, and a one-worker run says it takes none. A run the cluster refuses
 before its first trial leaves no run directory behind."""
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_a_listening_head_passes_and_rays_other_forms_are_left_to_it():
         check_reachable(where)
 
 
-def test_optimize_refuses_an_unreachable_cluster_before_the_run_dir_exists(agent, tmp_path):
+def test_optimize_refuses_an_unreachable_cluster_leaving_no_run_dir(agent, tmp_path):
     pytest.importorskip("ray", reason="the cluster extra is not installed: pip install -e '.[cluster]'")
     where = f"127.0.0.1:{closed_port()}"
     r = agent(*OPT, "--workers", "2", "--ray", where, "--run-dir", str(tmp_path / "r"))
