@@ -13,7 +13,8 @@ free, candidates of the next phase run ahead on a provisional incumbent (agent/s
 are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
 recorded until every open trial is decided (a patch changes the driver's source tree). A trial
 the rule wants repeated or evaluated gets its follow-up while it heads the queue, before anything
-new is sent: a repeat spreads its sides over the free nodes (agent/fanout.py), and the nodes it
+new is sent, unless a trial behind it is already kept clearly above both it and the incumbent
+(then the head is reverted as superseded: kept or not, it could not stay the incumbent): a repeat spreads its sides over the free nodes (agent/fanout.py), and the nodes it
 leaves take the repeats the trials behind it will want against the same incumbent (void, on their
 incumbent side, if the head is kept), then new trials.
 
@@ -30,9 +31,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent import fanout, nodes, report, review_gate, speculate
-from agent.decide import EVALUATE, REPEAT, decide, objective_value
+from agent.decide import EVALUATE, KEEP, REPEAT, REVERT, decide, objective_value
 from agent.planners.base import PHASES
-from agent.records import Result
+from agent.records import Result, Verdict
 from agent.trial import LedgerRecorder, counts_for
 from agent.worker import FIRST, Executor, Lost, Task
 from tools.candidate import Candidate
@@ -358,7 +359,13 @@ class Driver:
         if t["status"] != "done":
             rec = LedgerRecorder(led, head.tid, inc)
             v = decide(*rec.series(), rt.config.objective, rt.config.gate)
-            if v.decision in (REPEAT, EVALUATE):
+            x = self._superseded(head, rec) if v.decision in (REPEAT, EVALUATE) else None
+            if x is not None:
+                v = Verdict(decision=REVERT, code="superseded", numbers=v.numbers,
+                            reason=f"superseded by trial {x}, kept clearly above both this trial and the "
+                                   f"incumbent (evals passed): kept or not, this one could not stay the "
+                                   f"incumbent (so far: {v.code})")
+            elif v.decision in (REPEAT, EVALUATE):
                 if v.decision == REPEAT:
                     self._repeat(head)
                 else:
@@ -385,6 +392,27 @@ class Driver:
                     + f"  | ground {self.now:.0f} s")
         # (ground time, best objective) after each verdict: how fast the run got where it got
         led.set_meta("curve", [*(led.meta("curve") or []), [self.now, best]])
+
+    def _superseded(self, head: Open, rec: LedgerRecorder) -> int | None:
+        """An open trial behind the head that the rule already keeps against the incumbent (evals
+        passed, on what it has measured) and that is clearly above the head's candidate too (the
+        rule's own test, the head's measurements standing in for the incumbent's). Were the head
+        kept, that trial would be kept over it; if not, against the incumbent: either way the head
+        is not the run's incumbent once both are decided, so its repeats or evals would only hold
+        back the verdicts behind it. (One trial at a time never has a trial behind the head.)"""
+        cfg, led = self.rt.config, self.rt.ledger
+        if head.kind == "patch":
+            return None
+        mine = rec.series()[1]
+        for o in self.queue[1:]:
+            if (o.kind == "patch" or o.review
+                    or led.trial(o.tid)["status"] == "done"):
+                continue
+            inc, cand = LedgerRecorder(led, o.tid, self.inc).series()
+            if (cand and decide(inc, cand, cfg.objective, cfg.gate).decision == KEEP
+                    and decide(mine, cand, cfg.objective, cfg.gate).decision in (KEEP, EVALUATE)):
+                return o.tid
+        return None
 
     # ---- reviews ----------------------------------------------------------------------------
     def _answer(self, head: Open) -> dict | None:

@@ -20,7 +20,7 @@ Code = Literal[
     "gain", "gain_evals_pass", "no_gain", "within_noise", "not_beyond_noise", "single_stream_drop",
     "single_stream_repeat",
     "pareto", "pareto_evals_pass", "pareto_repeat",
-    "needs_evals", "eval_regression",
+    "needs_evals", "eval_regression", "superseded",
     "launch_failed", "requests_refused", "error", "moe_not_engaged", "patch_failed",
     "review_rejected", "review_skipped"]
 TrialStatus = Literal["proposed", "running", "done"]

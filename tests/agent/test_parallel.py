@@ -321,3 +321,37 @@ def test_an_incumbent_side_row_counts_only_for_the_incumbent_it_measured(tmp_pat
     on_x, on_y = LedgerRecorder(led, z, ids[0]), LedgerRecorder(led, z, ids[1])
     assert [m["knee_tok_s"] for m in on_x.series()[0]] == [1000.0 + ids[0], 990.0, 995.0] and on_x.count("incumbent") == 2
     assert [m["knee_tok_s"] for m in on_y.series()[0]] == [1000.0 + ids[1], 995.0] and on_y.count("incumbent") == 1
+
+
+class OneClearlyAbove(ThreeWithinNoise):
+    """a measures within noise of the baseline; b, measured beside it, clearly above both, its
+    evals run in the same session and pass; c below the baseline."""
+    VALUES = {(1, "candidate"): [(1000, 15)],
+              (2, "candidate"): [(1010, 20)] * 3, (2, "incumbent"): [(1000, 15)] * 2,
+              (3, "candidate"): [(1300, 20)],
+              (4, "candidate"): [(990, 15)]}
+
+
+def test_a_head_within_noise_is_not_repeated_once_a_trial_behind_it_is_kept_clearly_above_both(tmp_path):
+    # Kept or not, a can no longer end the run's incumbent: b is kept against the baseline and,
+    # were a kept, against a. Its repeats would only hold b's verdict back.
+    ex = OneClearlyAbove()
+    rt, _ = drive(tmp_path, 4, trials=10, planner=ThreeFlags(), executor=ex)
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "reverted", "kept", "reverted"], [x["reason"] for x in t.values()]
+    assert t[2]["reason_code"] == "superseded" and "trial 3" in t[2]["reason"], t[2]["reason"]
+    assert not [s for s in ex.sent if s[0] == 2 and s[1] != "first"], ex.sent  # neither repeated nor evaluated
+    assert rt.ledger.incumbent() == 3 and t[4]["numbers"]["incumbent"] == [1300.0]
+
+
+class AboveTheBaselineOnly(OneClearlyAbove):
+    """b is kept against the baseline (+8%) but within noise of a (+4%): a's repeats still decide."""
+    VALUES = {**OneClearlyAbove.VALUES, (2, "candidate"): [(1040, 20), (1045, 20), (1042, 20)],
+              (3, "candidate"): [(1080, 20)] * 3, (3, "incumbent"): [(1042, 20)] * 2}
+
+
+def test_a_head_is_repeated_when_no_trial_behind_it_is_clearly_above_it(tmp_path):
+    ex = AboveTheBaselineOnly()
+    rt, _ = drive(tmp_path, 4, trials=10, planner=ThreeFlags(), executor=ex)
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert t[2]["reason_code"] != "superseded" and [s for s in ex.sent if s[0] == 2 and s[1] == "repeat"]
