@@ -167,7 +167,7 @@ class Driver:
                 self._save()
             base, tag = self.inc, ""
             if self.queue and (p.kind == "patch" or p.phase != self.phase or self._search_after_screens(p)):
-                spec = self._speculate(p, quiet)
+                spec = self._speculate(p, quiet or speculate.settled(led, self.queue, self.inc, self.phase))
                 if spec is None:
                     return  # ask again once the open trials are decided (or measured)
                 p, base = spec
@@ -193,10 +193,11 @@ class Driver:
         on what they find (in one-at-a-time runs it comes after them)."""
         return bool(p.params) and any(o.phase == p.phase and not o.search for o in self.queue)
 
-    def _speculate(self, p, quiet: bool) -> tuple | None:
+    def _speculate(self, p, ready: bool) -> tuple | None:
         """A candidate to run ahead while this phase's last trials are decided: (proposal, the trial
-        it builds on), or None (a barrier, or nothing worth it yet)."""
-        if p.kind == "patch" or not quiet or not speculate.allowed(self.queue, self.phase, p.phase):
+        it builds on), or None (a barrier, or nothing worth it yet). `ready`: a quiet or settled
+        point (agent/speculate.py)."""
+        if p.kind == "patch" or not ready or not speculate.allowed(self.queue, self.phase, p.phase):
             return None
         cfg = self.rt.config
         base = speculate.provisional(self.rt.ledger, self.queue, self.inc, cfg.objective, cfg.gate)
@@ -378,6 +379,10 @@ class Driver:
         self.queue.pop(0)
         if t["verdict"] == "kept":
             self.inc = head.tid
+            if PHASES.index(head.phase) > PHASES.index(self.phase):
+                # a trial that ran ahead was kept, the trials before it decided in the same breath:
+                # the run is in its phase (asked at the old one, the planner would walk it again)
+                self.phase = head.phase
         elif inc is not None:  # the driver's tree shows the planner the incumbent's source
             try:
                 nodes._sync_tree(rt, Candidate.model_validate(led.trial(inc)["candidate"]))

@@ -10,11 +10,14 @@ full configuration, decided later in proposal order against whatever the real in
 then: one built on a winner is what the run would have proposed anyway, one built on a loser just
 loses (and spends a trial of the budget).
 
-The driver speculates only once every open trial's first measurement is back (`quiet`), so the
+The driver speculates once every open trial's first measurement is back (`quiet`), so the
 provisional incumbent is read from all of them; at that ground time only follow-ups (repeats,
 evals) keep nodes busy, and the others may take new trials however many measured ones wait to be
-decided. (The driver handles results in ground-time order, agent/parallel.py: what it builds on
-existed by the time the speculative task starts.)
+decided. It also speculates, on the incumbent, as soon as the phase has kept a trial and what is
+still open of the phase is built on it (`settled`): an open trial then replaces the incumbent only
+by beating it, and whatever ran ahead is decided against that one in its turn. (The driver handles
+results in ground-time order, agent/parallel.py: what it builds on existed by the time the
+speculative task starts.)
 """
 from __future__ import annotations
 
@@ -29,6 +32,17 @@ def quiet(queue: list) -> bool:
     """Every open trial's first measurement is back (what is out is follow-ups: repeats, evals):
     the provisional incumbent is then read from all of them."""
     return bool(queue) and all(task.need != FIRST for o in queue for task, _ in o.out.values())
+
+
+def settled(led, queue: list, inc: int | None, phase: str) -> bool:
+    """The phase being decided has kept a trial (the incumbent is its own) and every open trial is
+    a configuration of that phase built on the incumbent: the next phase may build on the
+    incumbent before their first measurements are back. (Before the phase has kept anything, its
+    open trials are what the next phase should build on, and a failure among them is answered in
+    this phase first.)"""
+    if inc is None or led.trial(inc)["phase"] != phase:
+        return False
+    return all(o.phase == phase and o.base == inc and o.kind != "patch" and not o.review for o in queue)
 
 
 def allowed(queue: list, base: str, phase: str) -> bool:

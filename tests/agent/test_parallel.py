@@ -355,3 +355,48 @@ def test_a_head_is_repeated_when_no_trial_behind_it_is_clearly_above_it(tmp_path
     rt, _ = drive(tmp_path, 4, trials=10, planner=ThreeFlags(), executor=ex)
     t = {x["id"]: x for x in rt.ledger.trials()}
     assert t[2]["reason_code"] != "superseded" and [s for s in ex.sent if s[0] == 2 and s[1] == "repeat"]
+
+
+class FlagThenLayout:
+    """The baseline; flag a; once a is kept, flag b on it; then a layout c on the incumbent it is
+    asked with. Notes the phase each ask is made at."""
+    name = "flag-then-layout"
+
+    def propose(self, ctx):
+        self.asked = [*getattr(self, "asked", []), (len(ctx.trials), ctx.phase)]
+        n = len(ctx.trials)
+        if n == 0:
+            return BuiltinPlanner().propose(ctx)
+        inc = ctx.incumbent_candidate() or Candidate.model_validate(ctx.trials[0]["candidate"])
+        if n == 1:
+            return Proposal(kind="config", phase="flags", description="a",
+                            candidate=inc.model_copy(update={"flags": {**inc.flags, "--max-num-seqs": 64}}))
+        if n == 2 and ctx.trials[1]["verdict"] != "kept":
+            return Proposal(kind="stop", phase="flags", description="waiting for a")  # asked again once a is decided
+        if n == 2:
+            return Proposal(kind="config", phase="flags", description="b",
+                            candidate=inc.model_copy(update={"flags": {**inc.flags, "--max-num-batched-tokens": 4096}}))
+        if n == 3:
+            return Proposal(kind="config", phase="parallel", description="c",
+                            candidate=inc.model_copy(update={"parallel": Parallel(tp=4, dp=2)}))
+        return Proposal(kind="stop", phase=ctx.phase, description="script done")
+
+
+class SlowSecondFlag(Scripted):
+    """a is a clear win; b, on a, measures below a and takes 300 ground seconds to; c, on a, clearly
+    above a."""
+    VALUES = {(1, "candidate"): [(1000, 15)], (2, "candidate"): [(1200, 15)],
+              (3, "candidate"): [(1190, 15)], (4, "candidate"): [(1500, 15)]}
+    SLOW = {(3, "first"): 300.0}
+
+
+def test_once_a_phase_has_kept_a_trial_the_next_runs_ahead_on_it_without_waiting_for_the_rest(tmp_path):
+    # a is kept and b, an alternative on a, is still measuring: c builds on a at once (b replaces a
+    # only if it beats it), not once b's first measurement is back; and once c is kept, the planner
+    # is asked at c's phase.
+    planner = FlagThenLayout()
+    rt, _ = drive(tmp_path, 4, trials=10, planner=planner, executor=SlowSecondFlag())
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "kept", "reverted", "kept"], [x["reason"] for x in t.values()]
+    assert t[4]["incumbent_id"] == 2 and t[4]["started"] < t[3]["ended"]
+    assert (4, "parallel") in planner.asked, planner.asked
