@@ -13,8 +13,9 @@ free, candidates of the next phase run ahead on a provisional incumbent (agent/s
 are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
 recorded until every open trial is decided (a patch changes the driver's source tree). A trial
 the rule wants repeated or evaluated gets its follow-up while it heads the queue, before anything
-new is sent, unless a trial behind it is already kept clearly above both it and the incumbent
-(then the head is reverted as superseded: kept or not, it could not stay the incumbent): a repeat spreads its sides over the free nodes (agent/fanout.py), and the nodes it
+new is sent, unless a trial behind it is kept clearly above both it and the incumbent (then the
+head is reverted as superseded, its follow-up stopped if out: kept or not, it could not stay the
+incumbent): a repeat spreads its sides over the free nodes (agent/fanout.py), and the nodes it
 leaves take the repeats the trials behind it will want against the same incumbent (void, on their
 incumbent side, if the head is kept), then new trials.
 
@@ -89,7 +90,7 @@ class Driver:
         try:
             while True:
                 head = self.queue[0] if self.queue else None
-                if head and not head.review and not head.out and self.held != head.tid:
+                if head and not head.review and (not head.out and self.held != head.tid or self._moot(head)):
                     self._commit(head)  # before anything new: the head's follow-up comes first
                     continue
                 self._repeat_ahead()  # then the repeats the trials behind it will want
@@ -357,10 +358,14 @@ class Driver:
     def _commit(self, head: Open) -> None:
         rt, led, inc = self.rt, self.rt.ledger, self.inc
         t = led.trial(head.tid)
+        moot = bool(head.out) or self.held == head.tid  # its follow-up, made moot (_moot)
+        if moot:
+            self._drop(head)
+            self.held = None
         if t["status"] != "done":
             rec = LedgerRecorder(led, head.tid, inc)
             v = decide(*rec.series(), rt.config.objective, rt.config.gate)
-            x = self._superseded(head, rec) if v.decision in (REPEAT, EVALUATE) else None
+            x = self._superseded(head, rec) if moot or v.decision in (REPEAT, EVALUATE) else None
             if x is not None:
                 v = Verdict(decision=REVERT, code="superseded", numbers=v.numbers,
                             reason=f"superseded by trial {x}, kept clearly above both this trial and the "
@@ -397,6 +402,14 @@ class Driver:
                     + f"  | ground {self.now:.0f} s")
         # (ground time, best objective) after each verdict: how fast the run got where it got
         led.set_meta("curve", [*(led.meta("curve") or []), [self.now, best]])
+
+    def _moot(self, head: Open) -> bool:
+        """The head's follow-up (out, or waiting for a node) is moot: a trial behind it supersedes it."""
+        if head.review or any(task.need == FIRST for task, _ in head.out.values()):
+            return False
+        if not head.out and self.held != head.tid:
+            return False
+        return self._superseded(head, LedgerRecorder(self.rt.ledger, head.tid, self.inc)) is not None
 
     def _superseded(self, head: Open, rec: LedgerRecorder) -> int | None:
         """An open trial behind the head that the rule already keeps against the incumbent (evals

@@ -93,12 +93,13 @@ class Scripted(InlineExecutor):
     beats the baseline clearly (b is the provisional incumbent; a's is within noise), a is then kept
     after two repeats (run side by side on the free nodes, agent/fanout.py), and b, no worse than
     the baseline on its evals, regresses against a's. Each measurement takes 100 ground seconds,
-    b's first 150: a's first repeat goes out while b's node is still busy."""
+    b's first 150: a's first repeat goes out while b's node is still busy; c's first 500: back
+    after a is decided (were it back before, c would supersede a, agent/parallel.py)."""
     VALUES = {(1, "candidate"): [(1000, 15)],
               (2, "candidate"): [(1030, 20), (1010, 20), (1031, 20)], (2, "incumbent"): [(1000, 15)] * 2,
               (3, "candidate"): [(1200, 15)],
               (4, "candidate"): [(1300, 20)]}
-    SLOW = {(3, "first"): 150.0}  # (trial, need) -> ground seconds of each of its measurements
+    SLOW = {(3, "first"): 150.0, (4, "first"): 500.0}  # (trial, need) -> ground seconds of each of its measurements
 
     def wait(self, handles):
         h = min(handles)
@@ -342,6 +343,23 @@ def test_a_head_within_noise_is_not_repeated_once_a_trial_behind_it_is_kept_clea
     assert t[2]["reason_code"] == "superseded" and "trial 3" in t[2]["reason"], t[2]["reason"]
     assert not [s for s in ex.sent if s[0] == 2 and s[1] != "first"], ex.sent  # neither repeated nor evaluated
     assert rt.ledger.incumbent() == 3 and t[4]["numbers"]["incumbent"] == [1300.0]
+
+
+class ClearlyAboveButLater(OneClearlyAbove):
+    """The same, b's first measurement taking 150 ground seconds: a's repeat is out when it comes."""
+    SLOW = {(3, "first"): 150.0}
+
+
+def test_a_head_s_repeat_is_stopped_once_a_trial_behind_it_comes_back_clearly_above_both(tmp_path):
+    ex = ClearlyAboveButLater()
+    rt, _ = drive(tmp_path, 4, trials=10, planner=ThreeFlags(), executor=ex)
+    led = rt.ledger
+    t = {x["id"]: x for x in led.trials()}
+    # the baseline is decided at 100 s, a's first ends at 200 (its repeat goes out), b's at 250
+    assert [s for s in ex.sent if s[0] == 2 and s[1] == "repeat"]
+    assert t[2]["reason_code"] == "superseded" and t[3]["verdict"] == "kept", [x["reason"] for x in t.values()]
+    assert len(led.measurements(2)) == 1  # its repeat, ending at 300 s, was stopped: nothing of it recorded
+    assert [now for now, best in led.meta("curve") if best == 1300.0][0] == 250.0  # b kept when it came back
 
 
 class AboveTheBaselineOnly(OneClearlyAbove):
