@@ -423,8 +423,7 @@ class Driver:
             return None
         mine = rec.series()[1]
         for o in self.queue[1:]:
-            if (o.kind == "patch" or o.review
-                    or led.trial(o.tid)["status"] == "done"):
+            if o.kind == "patch" or o.review or led.trial(o.tid)["status"] == "done":
                 continue
             inc, cand = LedgerRecorder(led, o.tid, self.inc).series()
             if (cand and decide(inc, cand, cfg.objective, cfg.gate).decision == KEEP

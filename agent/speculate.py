@@ -47,7 +47,7 @@ def settled(led, queue: list, inc: int | None, phase: str) -> bool:
 
 def allowed(queue: list, base: str, phase: str) -> bool:
     """May a candidate of `phase` run ahead while the base phase's trials are open? (The driver
-    asks only at a quiet point.)"""
+    asks only at a quiet or settled point.)"""
     if any(o.kind == "patch" or o.review for o in queue):
         return False  # a patch or a human review stays a barrier (a patch changes the driver's tree)
     ahead = PHASES.index(phase) - PHASES.index(base)
