@@ -36,13 +36,13 @@ def quiet(queue: list) -> bool:
 
 def settled(led, queue: list, inc: int | None, phase: str) -> bool:
     """The phase being decided has kept a trial (the incumbent is its own) and every open trial is
-    a configuration built on the incumbent (the phase's own, and the next phase's already running
-    ahead on it): more of the next phase may build on the incumbent before their first
-    measurements are back. (Before the phase has kept anything, its open trials are what the next
-    phase should build on, and a failure among them is answered in this phase first.)"""
+    a configuration of that phase built on the incumbent: the next phase may build on the
+    incumbent before their first measurements are back. (Before the phase has kept anything, its
+    open trials are what the next phase should build on, and a failure among them is answered in
+    this phase first.)"""
     if inc is None or led.trial(inc)["phase"] != phase:
         return False
-    return all(o.base == inc and o.kind != "patch" and not o.review for o in queue)
+    return all(o.phase == phase and o.base == inc and o.kind != "patch" and not o.review for o in queue)
 
 
 def allowed(queue: list, base: str, phase: str) -> bool:
