@@ -10,7 +10,9 @@ one incumbent, so a run's verdicts never depend on which worker finished first.
 
 A batch holds candidates of one phase. Once that phase has nothing more to propose and nodes are
 free, candidates of the next phase run ahead on a provisional incumbent (agent/speculate.py) and
-are decided in their turn against the real one. A patch, or a trial that waits on a human, is not
+are decided in their turn against the real one; a change that won on its base but that the
+incumbent lacks (a sibling's, kept or outrun) is proposed again on the incumbent before the
+planner's next candidate (speculate.rebase). A patch, or a trial that waits on a human, is not
 recorded until every open trial is decided (a patch changes the driver's source tree). A trial
 the rule wants repeated or evaluated gets its follow-up while it heads the queue, before anything
 new is sent, unless a trial behind it is kept clearly above both it and the incumbent (then the
@@ -158,7 +160,9 @@ class Driver:
                 # phase (its failures are answered there; this phase is not walked again)
                 self.phase = min((o.phase for o in self.queue), key=PHASES.index)
                 self._save()
-            p = self._ask(self.inc)
+            # a change of this batch the incumbent lost comes before the planner's next (agent/speculate.py)
+            rebased = speculate.rebase(led, self.inc, self.phase, cfg.objective, cfg.gate)
+            p = rebased or self._ask(self.inc)
             if p.kind == "stop":
                 if not self.queue:  # with trials open, their verdicts may open new candidates
                     self.stop = {"stop_reason": p.description}
@@ -173,7 +177,8 @@ class Driver:
                     return  # ask again once the open trials are decided (or measured)
                 p, base = spec
                 tag = f" (ahead, on trial {base})"
-            if base is not None and any(o.phase == p.phase and o.base not in (None, base) for o in self.queue):
+            if base is not None and not rebased and any(o.phase == p.phase and o.base not in (None, base)
+                                                        for o in self.queue):
                 return  # one phase's open trials build on one base (none: proposed before there was one)
             tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)

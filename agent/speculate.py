@@ -18,14 +18,21 @@ still open of the phase is built on it (`settled`): an open trial then replaces 
 by beating it, and whatever ran ahead is decided against that one in its turn. (The driver handles
 results in ground-time order, agent/parallel.py: what it builds on existed by the time the
 speculative task starts.)
+
+Trials built on one base and decided one after another each against what was kept before it lose
+changes one trial at a time would have added up: `rebase` proposes the incumbent with a change that
+won on its own base and that the incumbent lacks.
 """
 from __future__ import annotations
 
 from agent.decide import EVALUATE, KEEP, decide
-from agent.planners.base import PHASES
+from agent.planners.base import PHASES, Proposal
 from agent.worker import FIRST
+from tools.candidate import Candidate
 
 AHEAD = 1  # phases a speculative candidate may run ahead of the phase being decided
+# a trial reverted for these lost on performance to what was kept before it (not on its evals)
+OUTRUN = ("no_gain", "within_noise", "not_beyond_noise", "single_stream_drop", "superseded")
 
 
 def quiet(queue: list) -> bool:
@@ -76,3 +83,84 @@ def first_data(res: dict) -> dict | None:
     if res.get("result"):
         return None
     return next((data for role, data, _, _ in res["rows"] if role == "candidate"), None)
+
+
+def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal | None:
+    """The incumbent with a change it lacks that won on its own base: trials of one batch are built
+    on one base and decided one after another against whatever was kept before them, so a trial
+    kept over a sibling (or over a trial the phase before kept while it ran ahead) drops the
+    sibling's change, and a sibling that beat the base but not the trial kept before it is lost,
+    where one trial at a time would have built each on the other. The first such change, in
+    proposal order, that is not already in the incumbent, does not clash with a change of its own
+    and was not tried; None where there is none. Read from the ledger alone (a resumed run proposes
+    the same); one trial at a time builds every trial on the incumbent it is decided against, so it
+    never gets one."""
+    if inc is None:
+        return None
+    trials = led.trials()
+    cand = {x["id"]: Candidate.model_validate(x["candidate"]) for x in trials}
+    tried, prev = {c.key() for c in cand.values()}, None
+    for y in trials:
+        # decided in proposal order: `prev` is the incumbent y was decided against
+        base, won = y["incumbent_id"], None
+        if y["status"] == "done" and base is not None and prev is not None and base != prev:
+            if y["verdict"] == "kept":
+                won = prev  # what y replaced beat its own base (or it would not have been kept)
+            elif y["reason_code"] in OUTRUN and _won(led, base, y["id"], objective, gate):
+                won = y["id"]
+        if won is not None:
+            new = carry(cand[base], cand[won], cand[inc])
+            if new is not None and new.key() not in tried:
+                return Proposal(kind="config", phase=phase, candidate=new,
+                                description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
+                                rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
+                                          f"does not carry its change")
+        if y["verdict"] == "kept":
+            prev = y["id"]
+    return None
+
+
+def _won(led, base: int, tid: int, objective: str, gate) -> bool:
+    """The trial's own measurements beat its base's on performance (evals or not)."""
+    b = [m["data"] for m in led.measurements(base, "candidate")]
+    c = [m["data"] for m in led.measurements(tid, "candidate")]
+    return bool(b and c) and decide(b, c, objective, gate).decision in (KEEP, EVALUATE)
+
+
+def carry(base: Candidate, prev: Candidate, kept: Candidate) -> Candidate | None:
+    """`kept` with the changes `prev` made over `base` that `kept` did not make itself (a field
+    both changed keeps kept's value); None where there is nothing to carry. Another framework's
+    flags or another tree's patches do not carry."""
+    if len({base.framework, prev.framework, kept.framework}) > 1 or prev.patches != base.patches:
+        return None
+    upd: dict = {}
+    for name in ("weights", "parallel"):
+        if getattr(prev, name) != getattr(base, name) and getattr(kept, name) == getattr(base, name):
+            upd[name] = getattr(prev, name)
+    # tuned MoE kernels belong to the layout they were tuned on
+    if prev.moe_configs != base.moe_configs and kept.moe_configs == base.moe_configs \
+            and upd.get("parallel", kept.parallel) == prev.parallel:
+        upd["moe_configs"] = prev.moe_configs
+    for name in ("flags", "env"):
+        b, p, k = getattr(base, name), getattr(prev, name), dict(getattr(kept, name))
+        for key in sorted({*b, *p}):
+            if p.get(key) != b.get(key) and k.get(key) == b.get(key):
+                if key in p:
+                    k[key] = p[key]
+                else:
+                    k.pop(key, None)
+        if k != getattr(kept, name):
+            upd[name] = k
+    return kept.model_copy(update=upd) if upd else None
+
+
+def _changes(old: Candidate, new: Candidate) -> str:
+    a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
+    out = []
+    for name in b:
+        if name in ("flags", "env"):
+            out += [f"{k} {b[name].get(k, '(unset)')}" for k in sorted({*a[name], *b[name]})
+                    if a[name].get(k) != b[name].get(k)]
+        elif a[name] != b[name]:
+            out.append(new.parallel.label if name == "parallel" else f"{name} {b[name]}")
+    return ", ".join(out)

@@ -94,11 +94,12 @@ class Scripted(InlineExecutor):
     after two repeats (run side by side on the free nodes, agent/fanout.py), and b, no worse than
     the baseline on its evals, regresses against a's. Each measurement takes 100 ground seconds,
     b's first 150: a's first repeat goes out while b's node is still busy; c's first 500: back
-    after a is decided (were it back before, c would supersede a, agent/parallel.py)."""
+    after a is decided (were it back before, c would supersede a, agent/parallel.py). The fifth
+    trial, c rebuilt on a (agent/speculate.py rebase), clearly above c."""
     VALUES = {(1, "candidate"): [(1000, 15)],
               (2, "candidate"): [(1030, 20), (1010, 20), (1031, 20)], (2, "incumbent"): [(1000, 15)] * 2,
               (3, "candidate"): [(1200, 15)],
-              (4, "candidate"): [(1300, 20)]}
+              (4, "candidate"): [(1300, 20)], (5, "candidate"): [(1500, 20)]}
     SLOW = {(3, "first"): 150.0, (4, "first"): 500.0}  # (trial, need) -> ground seconds of each of its measurements
 
     def wait(self, handles):
@@ -134,7 +135,9 @@ def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_inc
     assert c["started"] < t[2]["ended"]  # ... before the flags phase was decided
     assert t[3]["reason_code"] == "eval_regression"
     assert c["verdict"] == "kept" and c["numbers"]["incumbent"] == [1030.0, 1010.0, 1031.0]  # a's, not b's
-    assert led.incumbent() == 4
+    # c, kept, carries b's flag: c's layout on a's flags is what one trial at a time would have tried
+    assert t[5]["incumbent_id"] == 4 and t[5]["candidate"] == {**c["candidate"], "flags": t[2]["candidate"]["flags"]}
+    assert led.incumbent() == 5
 
 
 def test_a_repeat_with_one_node_free_waits_for_a_second_rather_than_run_its_sides_in_turn(tmp_path):

@@ -1,0 +1,78 @@
+"""Changes of one batch that one trial at a time would have added up (agent/speculate.py rebase):
+trials side by side are built on one base and decided one after another, each against what was
+kept before it, so a change that won on its base is carried onto the incumbent that lacks it."""
+from __future__ import annotations
+
+from agent.planners.base import Proposal
+from agent.planners.builtin import BuiltinPlanner
+from agent.speculate import carry
+from tests.agent.test_parallel import Scripted, drive
+from tools.candidate import Candidate, Parallel
+
+BASE = Candidate(framework="vllm", flags={"--max-num-seqs": 128})
+
+
+def _c(flags=None, **kw) -> Candidate:
+    return BASE.model_copy(update={"flags": {**BASE.flags, **(flags or {})}, **kw})
+
+
+def test_a_sibling_s_change_is_carried_onto_the_trial_kept_over_it():
+    got = carry(BASE, _c({"--enable-chunked-prefill": False}), _c({"--kv-cache-dtype": "fp8"}))
+    assert got.flags == {"--max-num-seqs": 128, "--enable-chunked-prefill": False, "--kv-cache-dtype": "fp8"}
+    # a flag the sibling unset is unset on the kept trial too
+    assert carry(BASE, _c().model_copy(update={"flags": {}}), _c({"--x": 1})).flags == {"--x": 1}
+
+
+def test_nothing_is_carried_that_the_kept_trial_changed_itself_or_already_has():
+    assert carry(BASE, _c({"--max-num-seqs": 64}), _c({"--max-num-seqs": 256})) is None  # both set it: kept's stays
+    assert carry(BASE, _c({"--x": 1}), _c({"--x": 1, "--y": 2})) is None  # built on it: nothing lost
+    assert carry(BASE, _c(weights="fp8"), _c(weights="mxfp4")) is None
+    assert carry(BASE, _c(framework="sglang"), _c({"--x": 1})) is None  # another framework's flags mean nothing here
+
+
+def test_tuned_moe_kernels_go_with_the_layout_they_were_tuned_on():
+    tp4 = _c(parallel=Parallel(tp=4, dp=2), moe_configs=["tp4.json"])
+    assert carry(BASE, tp4, _c({"--x": 1})) == _c({"--x": 1}, parallel=Parallel(tp=4, dp=2), moe_configs=["tp4.json"])
+    # the kept trial has a layout of its own: neither the layout nor its kernels carry
+    assert carry(BASE, tp4, _c(parallel=Parallel(tp=2, dp=4))) is None
+
+
+class TwoFlags:
+    """The baseline, then two flags a and b (different flags) on the incumbent it is asked with, or
+    the baseline while that is being measured; then nothing more."""
+    name = "two-flags"
+
+    def propose(self, ctx):
+        n = len(ctx.trials)
+        if n == 0:
+            return BuiltinPlanner().propose(ctx)
+        if n > 2:
+            return Proposal(kind="stop", phase=ctx.phase, description="script done")
+        inc = ctx.incumbent_candidate() or Candidate.model_validate(ctx.trials[0]["candidate"])
+        flag = {1: {"--max-num-seqs": 64}, 2: {"--max-num-batched-tokens": 4096}}[n]
+        return Proposal(kind="config", phase="flags", description="ab"[n - 1],
+                        candidate=inc.model_copy(update={"flags": {**inc.flags, **flag}}))
+
+
+class BothWin(Scripted):
+    """a and b each clearly above the baseline, b below a; the two together above a."""
+    VALUES = {(1, "candidate"): [(1000, 15)], (2, "candidate"): [(1200, 15)],
+              (3, "candidate"): [(1150, 15)], (4, "candidate"): [(1380, 15)]}
+    SLOW = {}
+
+
+def test_a_sibling_that_won_on_the_base_but_not_over_the_trial_kept_before_it_is_carried_onto_it(tmp_path):
+    rt, _ = drive(tmp_path, 4, trials=10, planner=TwoFlags(), executor=BothWin())
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "kept", "reverted", "kept"], [x["reason"] for x in t.values()]
+    assert t[3]["incumbent_id"] == 1  # b was built on the baseline beside a
+    assert t[4]["incumbent_id"] == 2 and "trial 3" in t[4]["description"], t[4]["description"]
+    assert t[4]["candidate"]["flags"] == {**t[2]["candidate"]["flags"], "--max-num-batched-tokens": 4096}
+    assert rt.ledger.incumbent() == 4
+
+
+def test_one_trial_at_a_time_never_gets_one(tmp_path):
+    # b is built on a, and reverted against it: it never beat a base a kept trial lacks
+    rt, _ = drive(tmp_path, 1, trials=10, planner=TwoFlags(), executor=BothWin())
+    t = rt.ledger.trials()
+    assert [x["verdict"] for x in t] == ["kept", "kept", "reverted"] and t[2]["incumbent_id"] == 2
