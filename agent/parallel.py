@@ -177,14 +177,24 @@ class Driver:
                     return  # ask again once the open trials are decided (or measured)
                 p, base = spec
                 tag = f" (ahead, on trial {base})"
-            if base is not None and not rebased and any(o.phase == p.phase and o.base not in (None, base)
-                                                        for o in self.queue):
-                return  # one phase's open trials build on one base (none: proposed before there was one)
+            if base is not None and not rebased and self._walked(p, base):
+                return  # the same step is open on another base: wait for its verdict
             tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
             review_gate.gate(led, cfg, tid)
             self.rt.progress(f"[{p.phase}] trial {tid}: {p.description}{tag}")
             self._route(led.trial(tid))
             added += 1
+
+    def _walked(self, p, base: int) -> bool:
+        """An open trial of the proposal's phase, built on another base, makes the same change (a
+        layout sent ahead on a provisional incumbent, proposed again on the real one): the phase
+        is not walked twice at once. Other changes go out on the new base at once (trials that
+        ran ahead on a base then outrun do not hold back the rest of the phase)."""
+        led = self.rt.ledger
+        cand = lambda tid: Candidate.model_validate(led.trial(tid)["candidate"])  # noqa: E731
+        mine = speculate.change(cand(base), p.candidate)
+        return any(o.phase == p.phase and o.base not in (None, base) and o.kind != "patch"
+                   and speculate.change(cand(o.base), cand(o.tid)) == mine for o in self.queue)
 
     def _ask(self, inc: int | None):
         ctx = nodes.plan_context(self.rt, inc)

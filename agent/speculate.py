@@ -154,13 +154,22 @@ def carry(base: Candidate, prev: Candidate, kept: Candidate) -> Candidate | None
     return kept.model_copy(update=upd) if upd else None
 
 
-def _changes(old: Candidate, new: Candidate) -> str:
-    a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
-    out = []
+def change(base: Candidate, c: Candidate) -> dict:
+    """What a candidate changes over the one it was built on, field by field (flags and env key by
+    key; tuned kernels go with their layout): two trials making the same change on two bases are
+    one step walked twice."""
+    a, b = base.model_dump(mode="json"), c.model_dump(mode="json")
+    out = {}
     for name in b:
         if name in ("flags", "env"):
-            out += [f"{k} {b[name].get(k, '(unset)')}" for k in sorted({*a[name], *b[name]})
-                    if a[name].get(k) != b[name].get(k)]
-        elif a[name] != b[name]:
-            out.append(new.parallel.label if name == "parallel" else f"{name} {b[name]}")
-    return ", ".join(out)
+            out.update({(name, k): b[name].get(k) for k in sorted({*a[name], *b[name]})
+                        if a[name].get(k) != b[name].get(k)})
+        elif name != "moe_configs" and a[name] != b[name]:
+            out[name] = b[name]
+    return out
+
+
+def _changes(old: Candidate, new: Candidate) -> str:
+    """A change, for people: "--kv-cache-dtype fp8, TP4 x DP2"."""
+    return ", ".join(f"{k[1]} {'(unset)' if v is None else v}" if isinstance(k, tuple)
+                     else new.parallel.label if k == "parallel" else f"{k} {v}" for k, v in change(old, new).items())

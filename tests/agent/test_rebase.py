@@ -76,3 +76,30 @@ def test_one_trial_at_a_time_never_gets_one(tmp_path):
     rt, _ = drive(tmp_path, 1, trials=10, planner=TwoFlags(), executor=BothWin())
     t = rt.ledger.trials()
     assert [x["verdict"] for x in t] == ["kept", "kept", "reverted"] and t[2]["incumbent_id"] == 2
+
+
+class Trials:
+    """A ledger's trials by id: only what Driver._walked reads."""
+    def __init__(self, cands: dict):
+        self.cands = cands
+
+    def trial(self, tid):
+        return {"candidate": self.cands[tid].model_dump(mode="json")}
+
+
+def test_the_same_step_on_two_bases_waits_and_another_step_goes_out_at_once():
+    from types import SimpleNamespace
+
+    from agent.parallel import Driver, Open
+    # trial 3 was kept over trial 2, while a layout (trial 4) and a flag (trial 5) ran ahead on 2
+    cands = {2: _c({"--x": 1}), 3: _c({"--y": 1}), 4: _c({"--x": 1}, parallel=Parallel(tp=4, dp=2)),
+             5: _c({"--x": 1, "--z": 1})}
+    d = Driver(rt=SimpleNamespace(ledger=Trials(cands)), executor=None, workers=8)
+    d.queue = [Open(4, "parallel", "config", base=2), Open(5, "parallel", "config", base=2)]
+    on3 = lambda **kw: Proposal(kind="config", phase="parallel", description="", candidate=cands[3].model_copy(update=kw))  # noqa: E731
+    assert d._walked(on3(parallel=Parallel(tp=4, dp=2)), 3)  # trial 4's step, on the new incumbent
+    assert d._walked(on3(flags={**cands[3].flags, "--z": 1}), 3)  # trial 5's
+    assert not d._walked(on3(parallel=Parallel(tp=2, dp=4)), 3)  # another layout: no reason to wait
+    beside = Proposal(kind="config", phase="parallel", description="",
+                      candidate=cands[2].model_copy(update={"parallel": Parallel(tp=2, dp=4)}))
+    assert not d._walked(beside, 2)  # on trial 4's own base: a batch
