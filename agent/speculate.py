@@ -133,24 +133,24 @@ def carry(base: Candidate, prev: Candidate, kept: Candidate) -> Candidate | None
     flags or another tree's patches do not carry."""
     if len({base.framework, prev.framework, kept.framework}) > 1 or prev.patches != base.patches:
         return None
+    mine = change(base, kept)
     upd: dict = {}
-    for name in ("weights", "parallel"):
-        if getattr(prev, name) != getattr(base, name) and getattr(kept, name) == getattr(base, name):
-            upd[name] = getattr(prev, name)
+    for k, v in change(base, prev).items():
+        if k in mine:
+            continue
+        if isinstance(k, tuple):  # a flag or env key: prev's value, or left out where prev left it out
+            name, key = k
+            d = upd.setdefault(name, dict(getattr(kept, name)))
+            if key in getattr(prev, name):
+                d[key] = v
+            else:
+                d.pop(key, None)
+        else:
+            upd[k] = getattr(prev, k)
     # tuned MoE kernels belong to the layout they were tuned on
     if prev.moe_configs != base.moe_configs and kept.moe_configs == base.moe_configs \
             and upd.get("parallel", kept.parallel) == prev.parallel:
         upd["moe_configs"] = prev.moe_configs
-    for name in ("flags", "env"):
-        b, p, k = getattr(base, name), getattr(prev, name), dict(getattr(kept, name))
-        for key in sorted({*b, *p}):
-            if p.get(key) != b.get(key) and k.get(key) == b.get(key):
-                if key in p:
-                    k[key] = p[key]
-                else:
-                    k.pop(key, None)
-        if k != getattr(kept, name):
-            upd[name] = k
     return kept.model_copy(update=upd) if upd else None
 
 
