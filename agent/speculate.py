@@ -28,6 +28,7 @@ from __future__ import annotations
 from agent.decide import EVALUATE, KEEP, decide
 from agent.planners.base import PHASES, Proposal
 from agent.worker import FIRST
+from tools import frameworks
 from tools.candidate import Candidate
 
 AHEAD = 1  # phases a speculative candidate may run ahead of the phase being decided
@@ -147,29 +148,47 @@ def carry(base: Candidate, prev: Candidate, kept: Candidate) -> Candidate | None
                 d.pop(key, None)
         else:
             upd[k] = getattr(prev, k)
-    # tuned MoE kernels belong to the layout they were tuned on
-    if prev.moe_configs != base.moe_configs and kept.moe_configs == base.moe_configs \
-            and upd.get("parallel", kept.parallel) == prev.parallel:
+    # tuned MoE kernels (and the env variable that points the server at them) belong to the layout
+    # they were tuned on: prev's where its layout is carried or it tuned kept's own layout
+    layout = upd.get("parallel", kept.parallel)
+    if layout != kept.parallel or (prev.moe_configs != base.moe_configs and kept.moe_configs == base.moe_configs
+                                   and layout == prev.parallel):
+        var = _moe_var(kept)
         upd["moe_configs"] = prev.moe_configs
-    return kept.model_copy(update=upd) if upd else None
+        env = upd.setdefault("env", dict(kept.env))
+        if var in prev.env:
+            env[var] = prev.env[var]
+        else:
+            env.pop(var, None)
+    new = kept.model_copy(update=upd) if upd else None
+    return new if new is not None and new != kept else None
 
 
 def change(base: Candidate, c: Candidate) -> dict:
     """What a candidate changes over the one it was built on, field by field (flags and env key by
-    key; tuned kernels go with their layout): two trials making the same change on two bases are
-    one step walked twice."""
+    key; tuned kernels, and the env variable naming them, go with their layout): two trials making
+    the same change on two bases are one step walked twice."""
     a, b = base.model_dump(mode="json"), c.model_dump(mode="json")
+    var = _moe_var(c)
     out = {}
     for name in b:
         if name in ("flags", "env"):
             out.update({(name, k): b[name].get(k) for k in sorted({*a[name], *b[name]})
-                        if a[name].get(k) != b[name].get(k)})
+                        if a[name].get(k) != b[name].get(k) and (name, k) != ("env", var)})
         elif name != "moe_configs" and a[name] != b[name]:
             out[name] = b[name]
     return out
 
 
+def _moe_var(c: Candidate) -> str | None:
+    """The env variable that points c's framework at tuned MoE kernels (tools/moe.install)."""
+    return frameworks.get(c.framework).moe_config_env or None
+
+
 def _changes(old: Candidate, new: Candidate) -> str:
-    """A change, for people: "--kv-cache-dtype fp8, TP4 x DP2"."""
-    return ", ".join(f"{k[1]} {'(unset)' if v is None else v}" if isinstance(k, tuple)
-                     else new.parallel.label if k == "parallel" else f"{k} {v}" for k, v in change(old, new).items())
+    """A change, for people: "--kv-cache-dtype fp8, TP4 x DP2, MoE kernels tuned for TP4 x DP2"."""
+    out = [f"{k[1]} {'(unset)' if v is None else v}" if isinstance(k, tuple)
+           else new.parallel.label if k == "parallel" else f"{k} {v}" for k, v in change(old, new).items()]
+    if new.moe_configs != old.moe_configs:
+        out.append(f"MoE kernels tuned for {new.parallel.label}" if new.moe_configs else "no tuned MoE kernels")
+    return ", ".join(out)

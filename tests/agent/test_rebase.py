@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agent.planners.base import Proposal
 from agent.planners.builtin import BuiltinPlanner
-from agent.speculate import carry
+from agent.speculate import _changes, carry, change
 from tests.agent.test_parallel import Scripted, drive
 from tools.candidate import Candidate, Parallel
 
@@ -35,6 +35,25 @@ def test_tuned_moe_kernels_go_with_the_layout_they_were_tuned_on():
     assert carry(BASE, tp4, _c({"--x": 1})) == _c({"--x": 1}, parallel=Parallel(tp=4, dp=2), moe_configs=["tp4.json"])
     # the kept trial has a layout of its own: neither the layout nor its kernels carry
     assert carry(BASE, tp4, _c(parallel=Parallel(tp=2, dp=4))) is None
+
+
+
+VAR = "VLLM_TUNED_CONFIG_FOLDER"  # vLLM's moe_config_env (tools/moe.install sets it beside moe_configs)
+
+
+def test_the_variable_naming_tuned_kernels_goes_with_them():
+    tuned = _c(parallel=Parallel(tp=4, dp=2), moe_configs=["/r/tp4.json"], env={VAR: "/r"})
+    # the same layout proposed on another base before tuning (tools/moe.on_layout drops the variable)
+    # is the same step: the parallel driver must see it walked twice
+    assert change(BASE, tuned) == change(BASE, _c(parallel=Parallel(tp=4, dp=2))) == {"parallel": tuned.parallel.model_dump()}
+    got = carry(BASE, tuned, _c({"--x": 1}))
+    assert got.moe_configs == ["/r/tp4.json"] and got.env == {VAR: "/r"}
+    assert _changes(_c({"--x": 1}), got) == "TP4 x DP2, MoE kernels tuned for TP4 x DP2"  # what a carry is called
+    # kept tuned the base's layout, prev moved to another: the layout carries without kept's kernels
+    here = _c({"--x": 1}, moe_configs=["/r/tp8.json"], env={VAR: "/r8", "OTHER": "1"})
+    got = carry(BASE, _c(parallel=Parallel(tp=4, dp=2)), here)
+    assert got.parallel == Parallel(tp=4, dp=2) and got.moe_configs == [] and got.env == {"OTHER": "1"}
+    assert got.flags == here.flags
 
 
 class TwoFlags:
