@@ -92,16 +92,15 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
     kept over a sibling (or over a trial the phase before kept while it ran ahead) drops the
     sibling's change, and a sibling that beat the base but not the trial kept before it is lost,
     where one trial at a time would have built each on the other. The first such change, in
-    proposal order, that is not already in the incumbent, does not clash with a change of its own,
-    was not tried, and did not lose (nor is open) on another incumbent it was carried onto (one
-    trial at a time does not walk a losing step again); None where there is none. Read from the
-    ledger alone (a resumed run proposes the same); one trial at a time builds every trial on the
-    incumbent it is decided against, so it never gets one."""
+    proposal order, that is not already in the incumbent, does not clash with a change of its own
+    and was not tried; None where there is none. Read from the ledger alone (a resumed run proposes
+    the same); one trial at a time builds every trial on the incumbent it is decided against, so it
+    never gets one."""
     if inc is None:
         return None
     trials = led.trials()
     cand = {x["id"]: Candidate.model_validate(x["candidate"]) for x in trials}
-    tried, prev, lost = {c.key() for c in cand.values()}, None, None
+    tried, prev = {c.key() for c in cand.values()}, None
     for y in trials:
         # decided in proposal order: `prev` is the incumbent y was decided against
         base, won = y["incumbent_id"], None
@@ -113,15 +112,10 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
         if won is not None:
             new = carry(cand[base], cand[won], cand[inc])
             if new is not None and new.key() not in tried:
-                if lost is None:  # each trial not kept (yet): what it changed over its incumbent
-                    lost = [(z["id"], change(cand[z["incumbent_id"]], cand[z["id"]])) for z in trials
-                            if z["verdict"] != "kept" and z["incumbent_id"] is not None]
-                step = change(cand[inc], new)
-                if not any(z != won and c == step for z, c in lost):  # else lost, or open, elsewhere
-                    return Proposal(kind="config", phase=phase, candidate=new,
-                                    description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
-                                    rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
-                                              f"does not carry its change")
+                return Proposal(kind="config", phase=phase, candidate=new,
+                                description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
+                                rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
+                                          f"does not carry its change")
         if y["verdict"] == "kept":
             prev = y["id"]
     return None
