@@ -160,8 +160,7 @@ def carry(base: Candidate, prev: Candidate, kept: Candidate) -> Candidate | None
             env[var] = prev.env[var]
         else:
             env.pop(var, None)
-    new = kept.model_copy(update=upd) if upd else None
-    return new if new is not None and new != kept else None
+    return kept.model_copy(update=upd) if upd else None
 
 
 def change(base: Candidate, c: Candidate) -> dict:

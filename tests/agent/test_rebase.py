@@ -7,6 +7,7 @@ from agent.planners.base import Proposal
 from agent.planners.builtin import BuiltinPlanner
 from agent.speculate import _changes, carry, change
 from tests.agent.test_parallel import Scripted, drive
+from tools import frameworks
 from tools.candidate import Candidate, Parallel
 
 BASE = Candidate(framework="vllm", flags={"--max-num-seqs": 128})
@@ -37,8 +38,7 @@ def test_tuned_moe_kernels_go_with_the_layout_they_were_tuned_on():
     assert carry(BASE, tp4, _c(parallel=Parallel(tp=2, dp=4))) is None
 
 
-
-VAR = "VLLM_TUNED_CONFIG_FOLDER"  # vLLM's moe_config_env (tools/moe.install sets it beside moe_configs)
+VAR = frameworks.get("vllm").moe_config_env  # tools/moe.install sets it beside moe_configs
 
 
 def test_the_variable_naming_tuned_kernels_goes_with_them():
