@@ -46,3 +46,14 @@ def test_not_a_run_dir_exits_2(agent, tmp_path, cmd):
         args.append(str(tmp_path))
     r = agent(*args)
     assert r.returncode == 2 and "is not a run directory" in r.stderr, (r.stdout, r.stderr)
+
+
+def test_the_commands_are_registered_once_however_often_main_runs(agent):
+    """The tests (and anything embedding the CLI) call main() many times in one process: a second
+    registration would add every command again, and each call would then build them all."""
+    from agent.cli import app
+    agent("version")
+    n = (len(app.registered_commands), len(app.registered_groups))
+    for _ in range(3):
+        agent("optimize", "--model", "glm-5.2", "--hw", "mi355x", "--budget", "0")
+    assert (len(app.registered_commands), len(app.registered_groups)) == n
