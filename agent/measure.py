@@ -34,16 +34,17 @@ def requests_at(m: Measure, rate: float) -> int:
 
 
 def first_rate(m: Measure, warmup) -> float:
-    """Where the knee search starts: the highest rate of its grid (start_rps x growth^k) that the
-    warmup's closed loop already carried, or start_rps. At that rate about `warmup` requests are in
-    flight (Little's law), as they were in the warmup, so the levels below it would only spend
-    requests_per_point requests each far under the knee (a minute each on a CPU node, several on a
-    GPU node); a knee below it is still found, by walking down (knee_search). Only a warmup with
-    every request answered counts."""
+    """Where the knee search starts: the lowest rate of its grid (start_rps x growth^k) at or above
+    what the warmup's closed loop carried, or start_rps. A server that batches carries at least that
+    much once requests arrive one by one instead of `warmup` at once, so the levels below it would
+    only spend requests_per_point requests each far under the knee (a minute each on a CPU node,
+    several on a GPU node; measured on the CPU testbed, 2026-12-06: the warmup carried 0.4 req/s, the
+    knee was 1 req/s, and the 0.25 level took 42-60 s of a 4-minute trial). A knee below the start is
+    still found, by walking down (knee_search). Only a warmup with every request answered counts."""
     if warmup.success < 1 or warmup.duration_s <= 0:
         return m.start_rps
     carried, rate = warmup.n / warmup.duration_s, m.start_rps
-    while rate * m.growth <= carried:
+    while rate < carried:
         rate *= m.growth
     return rate
 

@@ -55,12 +55,12 @@ def _warm(n: int, duration_s: float, success: float = 1.0):
                       ttft_p95_s=None, tpot_p50_s=None, success=success, n=n, duration_s=duration_s)
 
 
-def test_the_sweep_starts_at_the_grid_rate_the_warmup_carried():
+def test_the_sweep_starts_at_the_first_grid_rate_at_or_above_what_the_warmup_carried():
     from agent.config import Measure
     from agent.measure import first_rate
     m = Measure(start_rps=0.25, growth=2.0, start_from_warmup=True)
-    assert first_rate(m, _warm(4, 2.4)) == 1.0  # 1.67 req/s carried: 1 is on the grid, 2 is not carried
-    assert first_rate(m, _warm(4, 0.5)) == 8.0
+    assert first_rate(m, _warm(4, 2.4)) == 2.0  # 1.67 req/s carried: 1 is below it, 2 the first grid rate above
+    assert first_rate(m, _warm(4, 0.5)) == 8.0  # exactly on the grid
     assert first_rate(m, _warm(4, 40.0)) == 0.25  # a slow warmup never starts below start_rps
     assert first_rate(m, _warm(4, 2.4, success=0.75)) == 0.25  # a request failed: the warmup proves nothing
 
@@ -73,7 +73,8 @@ def test_a_sweep_from_the_warmup_skips_the_low_levels_and_finds_the_same_knee():
     cfg.measure.start_from_warmup = True
     fast = bench(SimpleNamespace(client=FakeClient(7.0, 40.0, {}), url=None), cfg, hw, 8, seed=3)
     rates = lambda d: sorted(p["offered_rps"] for p in d["sweep"])  # noqa: E731
-    # the fake's warmup (4 at once) carries ~5 req/s: the sweep starts at 4, not at 0.25, 0.5, 1 and 2
+    # the fake's warmup (4 at once) carries ~5 req/s: the sweep starts at 8, the first grid rate above,
+    # misses the SLO there and walks down to 4; it never spends points at 0.25, 0.5, 1 and 2
     assert rates(full)[0] == 0.25 and rates(fast)[0] == 4.0, (rates(full), rates(fast))
     assert fast["knee_rps"] == pytest.approx(full["knee_rps"], rel=0.3)  # the knee lies where it did
     assert {4.0, 8.0} <= set(rates(fast)) & set(rates(full))  # from there, the same doubling grid
