@@ -181,3 +181,14 @@ def test_checker_finds_an_import_cycle_also_through_a_lazy_import(tree):
     write("agent/c.py", "import agent.a\n")
     write("agent/d.py", "import agent.a\n")  # imports into the loop, is not part of it
     assert import_cycles(root, "agent") == [["agent.a", "agent.b", "agent.c"]]
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    """The README's set-up gives one command that installs and runs the tests; .ci/run must run
+    that very command (a phase added to one and not the other would leave CI testing less)."""
+    import re
+    readme = (REPO / "README.md").read_text()
+    m = re.search(r"Install and run the tests:\n\n {4}(.+)\n", readme)
+    assert m, "README.md lost its test command"
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("pip install")]
+    assert [c.replace(" -q ", " ") for c in ci] == [m.group(1)]

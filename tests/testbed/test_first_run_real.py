@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agent.config import Gate
+from agent.decide import decide, objective_value
 from agent.ledger import Ledger
 from tests import agent_process
 
@@ -59,19 +61,26 @@ def _group_alive(pgid: int) -> list[int]:
     return out
 
 
-def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
+@pytest.fixture(scope="module")
+def readme_run(testbed, tmp_path_factory):
+    """The README's first real run, pasted as a newcomer would; its ledger serves every test below."""
     env, argv = readme_command()
     assert argv[:2] == ["agent", "optimize"] and "--config" not in argv  # a newcomer's command: no settings file
     root = str(testbed.root)
     argv = agent_process.AGENT + [a.replace(DEFAULT_DIR, root) if a.startswith(DEFAULT_DIR) else a for a in argv[1:]]
     budget = int(argv[argv.index("--budget") + 1])
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **env}  # a newcomer's shell: no test paths
-    r = agent_process.run(argv, 2400, cwd=tmp_path, env=env)
+    cwd = tmp_path_factory.mktemp("readme")
+    r = agent_process.run(argv, 2400, cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
+    (run,) = [p.parent for p in (cwd / "logs").glob("*/ledger.sqlite")]
+    return r, run, Ledger(run), budget
+
+
+def test_the_readmes_first_real_run_as_written(readme_run):
+    r, run, led, budget = readme_run
     assert "note: measure on a CPU node: workload 512/64" in r.stderr  # it said what it chose, and why
     assert "server starting" in r.stderr or "launching" in r.stderr
-    (run,) = [p.parent for p in (tmp_path / "logs").glob("*/ledger.sqlite")]
-    led = Ledger(run)
     assert led.meta("status") == "done" and 1 <= led.launched_count() <= budget
     decided = [t for t in led.trials() if t["verdict"] in ("kept", "reverted")]
     assert decided and all(led.measurements(t["id"]) for t in decided)  # measured, not guessed
@@ -81,6 +90,40 @@ def test_the_readmes_first_real_run_as_written(testbed, tmp_path):
     assert not list(run.rglob("procs/*.json"))  # every server stopped: no record of a live group (tools/procs.py)
     for log in run.glob("server-*.log"):  # a relaunch reuses the compile cache (VLLM.platform_env)
         assert "due to a load failure" not in log.read_text(errors="replace"), log
+    assert any("vllm" in p.read_text(errors="replace").lower() for p in run.glob("server-*.log"))  # real launches
+
+
+def _series(led, t):
+    inc = [m["data"] for m in led.measurements(t["incumbent_id"], "candidate")] if t["incumbent_id"] else []
+    inc += [m["data"] for m in led.measurements(t["id"], "incumbent")]
+    return inc, [m["data"] for m in led.measurements(t["id"], "candidate")]
+
+
+def test_every_verdict_is_the_measured_numbers(readme_run):
+    """The recorded numbers are the ledger's measurements, and the rule applied to them again gives
+    the recorded verdict: nothing but measured numbers decided it."""
+    _, _, led, _ = readme_run
+    gate = Gate.model_validate(led.meta("config")["gate"])  # the rule as this run applied it
+    decided = [t for t in led.trials() if t["verdict"] in ("kept", "reverted")]
+    assert len(decided) >= 2, [(t["description"], t["verdict"]) for t in led.trials()]  # the baseline and a change
+    for t in decided:
+        inc, cand = _series(led, t)
+        assert all(m["sweep"] and m["sweep"][0]["n"] >= 12 for m in inc + cand)  # the CPU default's requests per level
+        assert t["numbers"]["candidate"] == pytest.approx([objective_value(m, "knee") for m in cand])
+        v = decide(inc, cand, "knee", gate)
+        assert {"keep": "kept", "revert": "reverted"}[v.decision] == t["verdict"], (v, t["reason"])
+        assert v.reason == t["reason"] and v.code == t["reason_code"]
+        if t["incumbent_id"] is None:  # the baseline, kept on its own numbers with its evals
+            assert cand[0]["evals"] and all(len(x) == 10 for x in cand[0]["evals"].values())
+            continue
+        assert t["numbers"]["incumbent"] == pytest.approx([objective_value(m, "knee") for m in inc])
+        n = t["numbers"]
+        if t["verdict"] == "kept" and n.get("rule") != "pareto":  # a kept change beat the noise
+            assert n["gain"] > n["noise"] and min(n["candidate"]) > max(n["incumbent"]), t["reason"]
+        if n.get("candidate_median", 1) <= n.get("incumbent_median", 0):  # measured worse: never kept
+            assert t["verdict"] == "reverted", t["reason"]
+    best = led.trial(led.incumbent())["candidate"]
+    assert all(t["candidate"] != best for t in decided if t["verdict"] == "reverted")  # reverted means not deployed
 
 
 def test_a_20k_workload_on_this_model_exits_2_before_launching(testbed, tmp_path):
