@@ -92,15 +92,15 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
     kept over a sibling (or over a trial the phase before kept while it ran ahead) drops the
     sibling's change, and a sibling that beat the base but not the trial kept before it is lost,
     where one trial at a time would have built each on the other. The first such change, in
-    proposal order, that is not already in the incumbent, does not clash with a change of its own
-    and was not tried; None where there is none. Read from the ledger alone (a resumed run proposes
-    the same); one trial at a time builds every trial on the incumbent it is decided against, so it
-    never gets one."""
+    proposal order, that is not already in the incumbent, does not clash with a change of its own,
+    was not tried, and did not lose on an incumbent it was tried on (nor is open there); None where
+    there is none. Read from the ledger alone (a resumed run proposes the same); one trial at a
+    time builds every trial on the incumbent it is decided against, so it never gets one."""
     if inc is None:
         return None
     trials = led.trials()
     cand = {x["id"]: Candidate.model_validate(x["candidate"]) for x in trials}
-    tried, prev = {c.key() for c in cand.values()}, None
+    tried, prev, lost = {c.key() for c in cand.values()}, None, None
     for y in trials:
         # decided in proposal order: `prev` is the incumbent y was decided against
         base, won = y["incumbent_id"], None
@@ -112,13 +112,31 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
         if won is not None:
             new = carry(cand[base], cand[won], cand[inc])
             if new is not None and new.key() not in tried:
-                return Proposal(kind="config", phase=phase, candidate=new,
-                                description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
-                                rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
-                                          f"does not carry its change")
+                lost = _lost(trials, cand) if lost is None else lost
+                if change(cand[inc], new) not in lost:
+                    return Proposal(kind="config", phase=phase, candidate=new,
+                                    description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
+                                    rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
+                                              f"does not carry its change")
         if y["verdict"] == "kept":
             prev = y["id"]
     return None
+
+
+def _lost(trials: list, cand: dict) -> list:
+    """The steps (change over the trial's own base) that lost against that very base, or are still
+    open: one trial at a time does not walk a losing step again. A trial reverted against another
+    incumbent, kept while it ran, was outrun, not beaten: its step may still win where it is
+    carried. (GLM-5.2 on 8 MI355X nodes, seed 2, had carried one losing flag onto six incumbents in
+    turn; counting outrun trials too kept a winning fusion off the final incumbent at 2 workers.)"""
+    out, prev = [], None
+    for z in trials:
+        base = z["incumbent_id"]
+        if base is not None and z["verdict"] != "kept" and (z["status"] != "done" or base == prev):
+            out.append(change(cand[base], cand[z["id"]]))
+        if z["verdict"] == "kept":
+            prev = z["id"]
+    return out
 
 
 def _won(led, base: int, tid: int, objective: str, gate) -> bool:

@@ -122,3 +122,38 @@ def test_the_same_step_on_two_bases_waits_and_another_step_goes_out_at_once():
     beside = Proposal(kind="config", phase="parallel", description="",
                       candidate=cands[2].model_copy(update={"parallel": Parallel(tp=2, dp=4)}))
     assert not d._walked(beside, 2)  # on trial 4's own base: a batch
+
+
+class Ledger:
+    """Trials as the ledger lists them: only what speculate.rebase reads (a kept-over sibling's
+    carry needs no measurements)."""
+    def __init__(self, rows: list):
+        self.rows = [{"id": i, "incumbent_id": base, "candidate": c.model_dump(mode="json"), "verdict": v,
+                      "status": "done" if v else "running", "reason_code": None} for i, base, c, v in rows]
+
+    def trials(self):
+        return self.rows
+
+
+def test_a_carried_change_that_lost_on_its_own_base_or_is_open_is_not_carried_again():
+    from agent.speculate import rebase
+    a, b, c = {"--a": 1}, {"--b": 1}, {"--c": 1}
+    rows = [(1, None, BASE, "kept"), (2, 1, _c(a), "kept"), (3, 1, _c(b), "kept"),  # 3 kept over 2: a dropped
+            (4, 3, _c({**b, **a}), "reverted"),  # a carried onto 3: lost there, against 3 itself
+            (5, 3, _c({**b, **c}), "kept")]
+    assert rebase(Ledger(rows[:3]), 3, "flags", "knee", None).candidate == _c({**b, **a})
+    assert rebase(Ledger(rows), 5, "flags", "knee", None) is None  # one trial at a time would not try a again
+    rows[3] = (4, 3, _c({**b, **a}), None)  # the carry onto 3 still open: wait for its verdict there
+    assert rebase(Ledger(rows), 5, "flags", "knee", None) is None
+    rows[3] = (4, 3, _c({**b, **a}), "kept")
+    rows[4] = (5, 4, _c({**b, **a, **c}), "kept")
+    assert rebase(Ledger(rows), 5, "flags", "knee", None) is None  # kept: nothing lacks it
+
+
+def test_a_carry_outrun_by_a_trial_kept_while_it_ran_is_carried_onto_that_one():
+    from agent.speculate import rebase
+    a, b, c = {"--a": 1}, {"--b": 1}, {"--c": 1}
+    rows = [(1, None, BASE, "kept"), (2, 1, _c(a), "kept"), (3, 1, _c(b), "kept"),  # 3 kept over 2: a dropped
+            (4, 3, _c({**b, **c}), "kept"),  # built on 3 beside the carry below, and kept first
+            (5, 3, _c({**b, **a}), "reverted")]  # a carried onto 3, decided against 4: outrun, not beaten
+    assert rebase(Ledger(rows), 4, "flags", "knee", None).candidate == _c({**b, **c, **a})
