@@ -9,7 +9,10 @@ import pytest
 
 pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
-N = 60  # enough items for a standard error that means something, few enough for a CPU server
+# SmolLM2-135M scores 0 on GSM8K through either harness (2026-12-06, AMD EPYC, eager fp32: 0/30 both,
+# every item scored alike; at 60 items it took 225 s): what the test can prove here is that both send
+# the same prompts for the same items and score them alike, which 30 items show as well as 60.
+N = 30
 
 
 def test_project_gsm8k_and_lm_eval_agree_within_their_standard_errors(vllm_server, testbed, shared_dir):
