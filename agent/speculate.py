@@ -100,9 +100,8 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
         return None
     trials = led.trials()
     cand = {x["id"]: Candidate.model_validate(x["candidate"]) for x in trials}
-    tried, prev, lost = {c.key() for c in cand.values()}, None, None
-    for y in trials:
-        # decided in proposal order: `prev` is the incumbent y was decided against
+    tried, lost = {c.key() for c in cand.values()}, None
+    for y, prev in _in_order(trials):
         base, won = y["incumbent_id"], None
         if y["status"] == "done" and base is not None and prev is not None and base != prev:
             if y["verdict"] == "kept":
@@ -118,9 +117,17 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
                                     description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
                                     rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
                                               f"does not carry its change")
-        if y["verdict"] == "kept":
-            prev = y["id"]
     return None
+
+
+def _in_order(trials: list):
+    """Each trial with the incumbent it was decided against (for an open one, the last kept before
+    it): trials are decided in proposal order."""
+    prev = None
+    for z in trials:
+        yield z, prev
+        if z["verdict"] == "kept":
+            prev = z["id"]
 
 
 def _lost(trials: list, cand: dict) -> list:
@@ -131,14 +138,8 @@ def _lost(trials: list, cand: dict) -> list:
     had carried two losing flags onto six incumbents in turn at 8 workers (0.30 -> 0.28 of one
     worker's time with this rule); counting outrun trials too kept a winning fusion off the final
     incumbent at 2 workers (97% -> 91%), and counting open ones delayed it (0.63 -> 0.68)."""
-    out, prev = [], None
-    for z in trials:
-        base = z["incumbent_id"]
-        if base is not None and z["status"] == "done" and z["verdict"] != "kept" and base == prev:
-            out.append(change(cand[base], cand[z["id"]]))
-        if z["verdict"] == "kept":
-            prev = z["id"]
-    return out
+    return [change(cand[prev], cand[z["id"]]) for z, prev in _in_order(trials)
+            if prev is not None and z["status"] == "done" and z["verdict"] != "kept" and z["incumbent_id"] == prev]
 
 
 def _won(led, base: int, tid: int, objective: str, gate) -> bool:
