@@ -155,7 +155,11 @@ class Driver:
                 return
             if self.queue and (self.queue[-1].kind == "patch" or self.queue[-1].review):
                 return  # a patch runs alone: the driver's tree must show the planner what it changed
-            if self.queue and not self._phase_open():
+            if not self.queue:
+                # nothing open: the run is where its furthest trial got, as one trial at a time is (a
+                # trial that ran ahead and failed is answered in its own phase, not walked past)
+                self.phase = max((t["phase"] for t in led.trials()), key=PHASES.index, default=self.phase)
+            elif not self._phase_open():
                 # this phase is decided and trials of the next ran ahead: the run moves on to their
                 # phase (its failures are answered there; this phase is not walked again)
                 self.phase = min((o.phase for o in self.queue), key=PHASES.index)

@@ -14,6 +14,7 @@ from agent.decide import objective_value
 from agent.parallel import Driver, Open
 from agent.planners.base import PHASES, Proposal
 from agent.planners.builtin import BuiltinPlanner
+from agent.records import Result
 from tools.candidate import Candidate, Parallel
 from agent.worker import InlineExecutor, run as run_task
 from tests.agent.conftest import small_config
@@ -421,3 +422,61 @@ def test_once_a_phase_has_kept_a_trial_the_next_runs_ahead_on_it_without_waiting
     assert [t[i]["verdict"] for i in (1, 2, 3, 4)] == ["kept", "kept", "reverted", "kept"], [x["reason"] for x in t.values()]
     assert t[4]["incumbent_id"] == 2 and t[4]["started"] < t[3]["ended"]
     assert (4, "parallel") in planner.asked, planner.asked
+
+
+class AheadFails:
+    """The baseline; a flag setting a; a layout that runs ahead of a's verdict; then an answer to
+    each failed trial of the phase it is asked in (what the built-in planner does first), noting
+    the phase it was asked in."""
+    name = "ahead-fails"
+
+    def __init__(self):
+        self.asked = []
+
+    def propose(self, ctx):
+        n = len(ctx.trials)
+        if n == 0:
+            return BuiltinPlanner().propose(ctx)
+        base = Candidate.model_validate(ctx.trials[0]["candidate"])
+        if n == 1:
+            c = base.model_copy(update={"flags": {**base.flags, "--max-num-seqs": 64}})
+            return Proposal(kind="config", phase="flags", description="a", candidate=c)
+        if n == 2:
+            c = ctx.incumbent_candidate().model_copy(update={"parallel": Parallel(tp=4, dp=2)})
+            return Proposal(kind="config", phase="parallel", description="layout", candidate=c)
+        self.asked.append(ctx.phase)
+        for t in ctx.unanswered_failures():
+            c = Candidate.model_validate(t["candidate"]).model_copy(update={"parallel": Parallel(tp=8)})
+            return Proposal(kind="config", phase=ctx.phase, description="answer", fixes_trial=t["id"], candidate=c)
+        return Proposal(kind="stop", phase=ctx.phase, description="script done")
+
+
+class LayoutFailsFast(Scripted):
+    """a measures within noise of the baseline (its repeats take 100 s a side); the layout, sent
+    ahead once a's first measurement is back, fails to launch 10 s in."""
+    VALUES = {(1, "candidate"): [(1000, 15)],
+              (2, "candidate"): [(1010, 20), (1000, 20), (1005, 20)], (2, "incumbent"): [(1000, 15)] * 2,
+              (4, "candidate"): [(1100, 20)]}
+    SLOW = {}
+
+    def wait(self, handles):
+        h = min(handles)
+        if self._tasks[h].trial_id != 3:
+            return super().wait(handles)
+        self._tasks.pop(h)
+        fail = Result(verdict="failed", code="launch_failed", reason="launch failed: oom")
+        return h, {"rows": [], "outcome": "launch_failed", "diagnoses": [], "log_excerpt": "out of memory",
+                   "events": [], "result": fail.model_dump(), "ground_s": 10.0}
+
+
+def test_a_trial_that_ran_ahead_and_failed_is_answered_in_its_own_phase(tmp_path):
+    # the layout fails while a repeats; a is then decided and nothing is open: the run is in the
+    # layout's phase, as one trial at a time would be, and its failure is answered there (asked
+    # in a's phase, the planner would see no failure of its own and move past it)
+    planner = AheadFails()
+    rt, _ = drive(tmp_path, 6, trials=10, planner=planner, executor=LayoutFailsFast())
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert t[3]["phase"] == "parallel" and t[3]["verdict"] == "failed"
+    assert t[3]["started"] < t[2]["ended"]  # it ran ahead of a's verdict
+    assert len(t) == 4 and t[4]["proposal"]["fixes_trial"] == 3 and t[4]["phase"] == "parallel", planner.asked
+    assert t[4]["verdict"] == "kept"
