@@ -158,14 +158,16 @@ def time_to(curve: list, level: float) -> float | None:
 def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
     summary: dict = {}
     for pair, by_seed in runs.items():
+        # the worker counts every seed of the pair has run (a pair merged in with fewer is summarized on those)
         per_w: dict = {str(w): {"time_ratio": [], "ground_ratio": [], "final_ratio": [], "t95_s": [],
-                                "measured_time_ratio": [], "measured_final_ratio": []} for w in ws}
+                                "measured_time_ratio": [], "measured_final_ratio": []}
+                       for w in ws if all(str(w) in by_w for by_w in by_seed.values())}
         for by_w in by_seed.values():
             one = by_w[str(ws[0])]
             for curve, final, tag in (("true_curve", "final_true", ""), ("curve", "final", "measured_")):
                 best = one[final] or 0
                 t1 = time_to(one[curve], TARGET * best)
-                for w, r in by_w.items():
+                for w, r in ((w, by_w[w]) for w in per_w):
                     t = time_to(r[curve], TARGET * best)
                     if not tag:
                         per_w[w]["t95_s"].append(t)
@@ -189,7 +191,7 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
                     per_w[w][f"{k}_ratio"] = [round(r[f"{k}_s"] / t, 3) if t else None for r, t in zip(rs, t1s)]
         summary[pair] = per_w
     goal = {"4": 1 / 3, "8": 1 / 5}
-    met = {w: all(summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
+    met = {w: all(w in summary[p] and summary[p][w]["median_time_ratio"] <= g for p in summary) for w, g in goal.items()
            if str(w) in map(str, ws)}
     for per_w in summary.values():
         for d in per_w.values():
@@ -234,6 +236,8 @@ def main() -> None:
                       f"{r['trials']} trials ({r['ahead']} ahead, {r['ahead_kept']} of them kept), wall {r['wall_s']} s; "
                       "phases decided at " + ", ".join(f"{ph} {d['decided_s']}" for ph, d in r["phases"].items()),
                       file=sys.stderr)
+                if a.out:  # every finished run on disk at once: a crash or a kill loses none of them
+                    Path(a.out).write_text(json.dumps({"partial": True, "runs": runs}) + "\n")
     out = summarize(runs, ws, "ray" if a.ray else "inline", a.seeds)
     line = json.dumps(out)
     print(line)
