@@ -1,7 +1,7 @@
 """Trials at once on the simulator (issue 18): ground time to reach 95% of the best configuration
 with 1, 2, 4 and 8 workers, over several seeds, for three model/hardware pairs.
 
-    python tests/perf/parallel_speedup.py [--seeds 3] [--workers 1,2,4,8] [--run 2,4,8 --merge FILE] [--pairs ...] [--ray] [--out FILE]
+    python tests/perf/parallel_speedup.py [--seeds 6] [--workers 1,2,4,8] [--run 2,4,8 --merge FILE] [--pairs ...] [--ray] [--out FILE]
 
 prints ONE JSON line; the recorded result lives beside this file (parallel_speedup.json).
 
@@ -204,7 +204,7 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--workers", default="1,2,4,8")
     ap.add_argument("--pairs", default=",".join(PAIRS))
     ap.add_argument("--ray", action="store_true", help="Ray tasks on a local instance instead of in process")
