@@ -167,7 +167,8 @@ def summarize(runs: dict, ws: list[int], executor: str, seeds: int) -> dict:
             for curve, final, tag in (("true_curve", "final_true", ""), ("curve", "final", "measured_")):
                 best = one[final] or 0
                 t1 = time_to(one[curve], TARGET * best)
-                for w, r in ((w, by_w[w]) for w in per_w):
+                for w in per_w:
+                    r = by_w[w]
                     t = time_to(r[curve], TARGET * best)
                     if not tag:
                         per_w[w]["t95_s"].append(t)
