@@ -42,15 +42,16 @@ def quiet(queue: list) -> bool:
     return bool(queue) and all(task.need != FIRST for o in queue for task, _ in o.out.values())
 
 
-def settled(led, queue: list, inc: int | None, phase: str) -> bool:
+def settled(led, queue: list, inc: int | None, phase: str, beside=()) -> bool:
     """The phase being decided has kept a trial (the incumbent is its own) and every open trial is
     a configuration of that phase built on the incumbent: the next phase may build on the
     incumbent before their first measurements are back. (Before the phase has kept anything, its
     open trials are what the next phase should build on, and a failure among them is answered in
-    this phase first.)"""
-    if inc is None or led.trial(inc)["phase"] != phase:
+    this phase first.) Trials sent beside the phase (`beside`, Driver._beside) count as its own."""
+    if inc is None or (led.trial(inc)["phase"] != phase and inc not in beside):
         return False
-    return all(o.phase == phase and o.base == inc and o.kind != "patch" and not o.review for o in queue)
+    return all(o.tid in beside or (o.phase == phase and o.base == inc and o.kind != "patch" and not o.review)
+               for o in queue)
 
 
 def allowed(queue: list, base: str, phase: str) -> bool:
@@ -137,9 +138,11 @@ def _lost(trials: list, cand: dict) -> list:
     open elsewhere is the driver's to hold (Driver._walked). Measured on GLM-5.2/MI355X seed 2: it
     had carried two losing flags onto six incumbents in turn at 8 workers (0.30 -> 0.28 of one
     worker's time with this rule); counting outrun trials too kept a winning fusion off the final
-    incumbent at 2 workers (97% -> 91%), and counting open ones delayed it (0.63 -> 0.68)."""
+    incumbent at 2 workers (97% -> 91%), and counting open ones delayed it (0.63 -> 0.68). A trial
+    reverted as superseded was not judged at all (a trial behind it was kept clearly above it)."""
     return [change(cand[prev], cand[z["id"]]) for z, prev in _in_order(trials)
-            if prev is not None and z["status"] == "done" and z["verdict"] != "kept" and z["incumbent_id"] == prev]
+            if prev is not None and z["status"] == "done" and z["verdict"] != "kept" and z["incumbent_id"] == prev
+            and z["reason_code"] != "superseded"]
 
 
 def _won(led, base: int, tid: int, objective: str, gate) -> bool:

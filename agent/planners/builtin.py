@@ -217,7 +217,10 @@ class BuiltinPlanner:
         hist = [(t["proposal"]["params"], _objective(ctx, t)) for t, o in zip(found, open_) if not o]
         # A search that has not beaten the incumbent in `patience` launches in a row has stalled:
         # the launches are worth more in the next phase (the hybrid planner asks the LLM here).
-        since = len(found) - max((i + 1 for i, t in enumerate(found) if t["verdict"] == "kept"), default=0)
+        # (a point decided against an incumbent kept while it ran, not the one it was built on, was
+        # outrun, not beaten: it does not count; one trial at a time has none)
+        counted = [t for t, o in zip(found, open_) if o or t["verdict"] == "kept" or _on_own_base(ctx, t)]
+        since = len(counted) - max((i + 1 for i, t in enumerate(counted) if t["verdict"] == "kept"), default=0)
         if not dists or len(found) >= self.search_trials or since >= self.patience:
             return
         tried = {search.key(p) for p in [*(p for p, _ in hist), *pending]}
@@ -294,6 +297,18 @@ class BuiltinPlanner:
             yield Proposal(kind="moe_tune", phase="moe", candidate=moe.on_layout(inc, par, fw),
                            description=f"tune MoE kernels for {par.label}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
+
+
+def _on_own_base(ctx: PlanContext, t: dict) -> bool:
+    """The trial was decided against the incumbent it was built on (the last kept before it:
+    trials are decided in proposal order)."""
+    prev = None
+    for z in ctx.trials:
+        if z["id"] == t["id"]:
+            return t["incumbent_id"] == prev
+        if z["verdict"] == "kept":
+            prev = z["id"]
+    return False
 
 
 def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) -> Candidate:

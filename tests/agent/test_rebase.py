@@ -155,3 +155,16 @@ def test_a_carry_outrun_by_a_trial_kept_while_it_ran_is_carried_onto_that_one():
             (4, 3, _c({**b, **c}), "kept"),  # built on 3 beside the carry below, and kept first
             (5, 3, _c({**b, **a}), "reverted")]  # a carried onto 3, decided against 4: outrun, not beaten
     assert rebase(Ledger(rows), 4, "flags", "knee", None).candidate == _c({**b, **c, **a})
+
+
+def test_a_carry_superseded_on_its_own_base_is_carried_onto_the_trial_that_superseded_it():
+    from agent.speculate import rebase
+    a, b, c = {"--a": 1}, {"--b": 1}, {"--c": 1}
+    rows = [(1, None, BASE, "kept"), (2, 1, _c(a), "kept"), (3, 1, _c(b), "kept"),  # 3 kept over 2: a dropped
+            (4, 3, _c({**b, **a}), "reverted"),  # a carried onto 3, still repeating when 5 was kept clearly above
+            (5, 3, _c({**b, **c}), "kept")]
+    led = Ledger(rows)
+    led.rows[3]["reason_code"] = "superseded"  # never judged against 3: not a loss
+    assert rebase(led, 5, "flags", "knee", None).candidate == _c({**b, **c, **a})
+    led.rows[3]["reason_code"] = "no_gain"  # lost against 3 itself: one trial at a time would not try a again
+    assert rebase(led, 5, "flags", "knee", None) is None

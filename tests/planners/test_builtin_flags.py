@@ -61,6 +61,23 @@ def test_a_numeric_search_that_keeps_losing_is_cut_after_patience_launches():
     assert len(searched(drive("mi355x", flat, BuiltinPlanner(patience=5)))) == 5
 
 
+def test_points_outrun_by_a_trial_kept_while_they_ran_do_not_count_against_patience():
+    """Side by side (agent/parallel.py), a point built on one incumbent may be decided against
+    another kept while it ran (a layout run beside the flags phase): it lost to that, not to its own
+    base, so it does not count as the search stalling."""
+    trials = drive("mi355x", flat)
+    cut = trials[:next(i for i, t in enumerate(trials) if t["phase"] != "flags")]
+    assert len(searched(cut)) == 3
+    ctx = lambda rows: PlanContext(  # noqa: E731
+        config=RunConfig(target=Target(model="glm-5.2", hw="mi355x")), card=get_model("glm-5.2"),
+        hw=get_hardware("mi355x"), trials=rows, measurements=lambda i: [{"role": "candidate", "data": {"knee_tok_s": 1.0}}],
+        incumbent_id=max(t["id"] for t in rows if t["verdict"] == "kept"), frameworks=("sglang",),
+        source_tree=lambda fw: None, at_phase="flags")
+    assert not BuiltinPlanner().propose(ctx(cut)).params  # three losses on their own base: cut
+    outrun = [{**t, "incumbent_id": 0} if t["proposal"]["params"] else t for t in cut]  # built on another
+    assert BuiltinPlanner().propose(ctx(outrun)).params
+
+
 def test_a_search_that_keeps_winning_runs_to_its_budget():
     def better_each_time(c, n):
         return flat(c, n) * (1.1 ** n if any(k in c.flags for k in NUMERIC) else 1.0)
