@@ -159,9 +159,10 @@ class Driver:
                 return  # a patch runs alone: the driver's tree must show the planner what it changed
             if not self.queue:
                 # nothing open: the run is where its furthest trial got, as one trial at a time is (a
-                # trial that ran ahead and failed is answered in its own phase, not walked past)
-                self.phase = max((t["phase"] for t in led.trials() if t["id"] not in self.beside),
-                                 key=PHASES.index, default=self.phase)
+                # trial that ran ahead and failed is answered in its own phase, not walked past); one
+                # sent beside this phase moves it only by failing (this phase may have more to propose)
+                self.phase = max((t["phase"] for t in led.trials() if t["id"] not in self.beside
+                                  or t["verdict"] == "failed"), key=PHASES.index, default=self.phase)
             elif not self._phase_open():
                 # this phase is decided and trials of the next ran ahead: the run moves on to their
                 # phase (its failures are answered there; this phase is not walked again)
