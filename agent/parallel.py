@@ -178,19 +178,19 @@ class Driver:
             if not self.queue and p.kind != "patch" and p.phase != self.phase:
                 self.phase = p.phase  # this phase has nothing more: the next one begins
                 self._save()
-            base, tag = self.inc, ""
+            base, tag, aside = self.inc, "", False
             if self.queue and (p.kind == "patch" or p.phase != self.phase or self._search_after_screens(p)):
                 spec = self._speculate(p, quiet or speculate.settled(led, self.queue, self.inc, self.phase, self.beside))
                 tag = f" (ahead, on trial {spec[1]})" if spec else ""
                 if spec is None and (spec := self._beside()) is not None:
-                    tag = f" (beside the {self.phase} phase, on trial {spec[1]})"
+                    tag, aside = f" (beside the {self.phase} phase, on trial {spec[1]})", True
                 if spec is None:
                     return  # ask again once the open trials are decided (or measured)
                 p, base = spec
             if base is not None and not rebased and self._walked(p, base):
                 return  # the same step is open on another base: wait for its verdict
             tid = led.atomic(lambda: nodes._add_trial(self.rt, p, base))  # its patch row and the trial, or neither
-            if tag.startswith(" (beside"):
+            if aside:
                 self.beside.add(tid)
                 self._save()
             review_gate.gate(led, cfg, tid)
@@ -209,9 +209,9 @@ class Driver:
         return any(o.phase == p.phase and o.base not in (None, base) and o.kind != "patch"
                    and speculate.change(cand(o.base), cand(o.tid)) == mine for o in self.queue)
 
-    def _ask(self, inc: int | None):
+    def _ask(self, inc: int | None, phase: str | None = None):
         ctx = nodes.plan_context(self.rt, inc)
-        ctx.at_phase = self.phase  # trials that ran ahead do not move the planner's phase
+        ctx.at_phase = phase or self.phase  # trials that ran ahead do not move the planner's phase
         return self.rt.planner.propose(ctx)
 
     def _phase_open(self) -> bool:
@@ -249,9 +249,7 @@ class Driver:
             return None
         if any(o.kind == "patch" or o.review for o in self.queue):
             return None
-        ctx = nodes.plan_context(self.rt, self.inc)
-        ctx.at_phase = PHASES[i + 1]
-        p = self.rt.planner.propose(ctx)
+        p = self._ask(self.inc, PHASES[i + 1])
         if p.kind in ("stop", "patch") or p.phase != PHASES[i + 1] or p.params:
             return None
         return p, self.inc

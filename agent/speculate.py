@@ -26,7 +26,7 @@ won on its own base and that the incumbent lacks.
 from __future__ import annotations
 
 from agent.decide import EVALUATE, KEEP, decide
-from agent.planners.base import PHASES, Proposal
+from agent.planners.base import PHASES, Proposal, in_order
 from agent.worker import FIRST
 from tools import frameworks
 from tools.candidate import Candidate
@@ -102,7 +102,7 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
     trials = led.trials()
     cand = {x["id"]: Candidate.model_validate(x["candidate"]) for x in trials}
     tried, lost = {c.key() for c in cand.values()}, None
-    for y, prev in _in_order(trials):
+    for y, prev in in_order(trials):
         base, won = y["incumbent_id"], None
         if y["status"] == "done" and base is not None and prev is not None and base != prev:
             if y["verdict"] == "kept":
@@ -121,16 +121,6 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
     return None
 
 
-def _in_order(trials: list):
-    """Each trial with the incumbent it was decided against (for an open one, the last kept before
-    it): trials are decided in proposal order."""
-    prev = None
-    for z in trials:
-        yield z, prev
-        if z["verdict"] == "kept":
-            prev = z["id"]
-
-
 def _lost(trials: list, cand: dict) -> list:
     """The steps (change over the trial's own base) that lost against that very base: one trial at
     a time does not walk a losing step again. A trial reverted against another incumbent, kept
@@ -140,7 +130,7 @@ def _lost(trials: list, cand: dict) -> list:
     worker's time with this rule); counting outrun trials too kept a winning fusion off the final
     incumbent at 2 workers (97% -> 91%), and counting open ones delayed it (0.63 -> 0.68). A trial
     reverted as superseded was not judged at all (a trial behind it was kept clearly above it)."""
-    return [change(cand[prev], cand[z["id"]]) for z, prev in _in_order(trials)
+    return [change(cand[prev], cand[z["id"]]) for z, prev in in_order(trials)
             if prev is not None and z["status"] == "done" and z["verdict"] != "kept" and z["incumbent_id"] == prev
             and z["reason_code"] != "superseded"]
 

@@ -120,6 +120,16 @@ class PlanContext:
                 if t["kind"] != "patch" or t["verdict"] not in ("rejected", "skipped")}
 
 
+def in_order(trials: list):
+    """Each trial with the incumbent it was decided against (for an open one, the last kept before
+    it): trials are decided in proposal order."""
+    prev = None
+    for z in trials:
+        yield z, prev
+        if z["verdict"] == "kept":
+            prev = z["id"]
+
+
 class Planner(Protocol):
     name: str
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from agent.planners import search
-from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal
+from agent.planners.base import PHASES, PatchProposal, PlanContext, Proposal, in_order
 from agent.planners.fixes import fixes_for
 from agent.planners.spec_flags import SPEC_WORDS, spec_flag_sets
 from tools import moe
@@ -219,7 +219,8 @@ class BuiltinPlanner:
         # the launches are worth more in the next phase (the hybrid planner asks the LLM here).
         # (a point decided against an incumbent kept while it ran, not the one it was built on, was
         # outrun, not beaten: it does not count; one trial at a time has none)
-        counted = [t for t, o in zip(found, open_) if o or t["verdict"] == "kept" or _on_own_base(ctx, t)]
+        against = {z["id"]: prev for z, prev in in_order(ctx.trials)}
+        counted = [t for t, o in zip(found, open_) if o or t["verdict"] == "kept" or t["incumbent_id"] == against[t["id"]]]
         since = len(counted) - max((i + 1 for i, t in enumerate(counted) if t["verdict"] == "kept"), default=0)
         if not dists or len(found) >= self.search_trials or since >= self.patience:
             return
@@ -297,18 +298,6 @@ class BuiltinPlanner:
             yield Proposal(kind="moe_tune", phase="moe", candidate=moe.on_layout(inc, par, fw),
                            description=f"tune MoE kernels for {par.label}",
                            rationale=f"trial {x['id']} lost on the fallback MoE path; tuned kernels may change the ranking")
-
-
-def _on_own_base(ctx: PlanContext, t: dict) -> bool:
-    """The trial was decided against the incumbent it was built on (the last kept before it:
-    trials are decided in proposal order)."""
-    prev = None
-    for z in ctx.trials:
-        if z["id"] == t["id"]:
-            return t["incumbent_id"] == prev
-        if z["verdict"] == "kept":
-            prev = z["id"]
-    return False
 
 
 def _set_flag(c: Candidate, name: str, value, default, negatable: bool = False) -> Candidate:
