@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sandboxes import registry
 from tools.errors import BadInput
-from sandboxes.local import NotSupported
+from sandboxes.local import NotSupported, WallClock
 from tools import frameworks, logs, procs
 from tools.candidate import Candidate
 from tools.server import RunningServer, free_port, wait_ready
@@ -42,7 +42,7 @@ def visible_devices() -> dict[str, str]:
     return {k: os.environ[k] for k in VISIBLE if k in os.environ}
 
 
-class DockerSandbox:
+class DockerSandbox(WallClock):
     name = "docker"
 
     def __init__(self, images: dict[str, str] | str, model_dir: Path | str, *, model_name: str | None = None,
@@ -238,15 +238,6 @@ class DockerSandbox:
                                    environment={**visible_devices(), **self.env, **candidate.env}, shm_size=self.shm_size,
                                    network_mode="host", **self.gpu_kwargs())
         return sorted(p for p in out.rglob("*") if p.is_file())
-
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self._t0
-
-    def ground_state(self) -> dict:  # a resumed run's time budget counts the time already spent
-        return {"elapsed_s": self.elapsed_s()}
-
-    def restore_ground(self, state: dict) -> None:
-        self._t0 = time.monotonic() - float(state.get("elapsed_s", 0.0))
 
 
 # ---- the `docker` backend ---------------------------------------------------------------------

@@ -33,7 +33,21 @@ class NotSupported(BadInput):
     """This ground cannot do what was asked (e.g. tune GPU MoE kernels on a CPU host)."""
 
 
-class LocalSandbox:
+class WallClock:
+    """A real node's ground clock: wall time since the sandbox opened (`_t0`, set in __init__)."""
+    _t0: float
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._t0
+
+    def ground_state(self) -> dict:  # a resumed run's time budget counts the time already spent
+        return {"elapsed_s": self.elapsed_s()}
+
+    def restore_ground(self, state: dict) -> None:
+        self._t0 = time.monotonic() - float(state.get("elapsed_s", 0.0))
+
+
+class LocalSandbox(WallClock):
     name = "local"
     frameworks: tuple[str, ...] = frameworks.NAMES  # what it can serve: the planner compares only those
 
@@ -156,15 +170,6 @@ class LocalSandbox:
                                "(use the sim, or a docker/local sandbox on a GPU node)")
         raise NotSupported(f"MoE tuning on a local {self.device} host is not implemented yet; "
                            "run the framework's tuner in the docker sandbox")
-
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self._t0
-
-    def ground_state(self) -> dict:  # a resumed run's time budget counts the time already spent
-        return {"elapsed_s": self.elapsed_s()}
-
-    def restore_ground(self, state: dict) -> None:
-        self._t0 = time.monotonic() - float(state.get("elapsed_s", 0.0))
 
 
 # ---- the `local` backend ----------------------------------------------------------------------

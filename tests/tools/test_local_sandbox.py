@@ -115,3 +115,12 @@ def test_server_gets_no_secrets_and_imports_the_patched_copy(tmp_path, fake_pyth
 def test_tune_moe_refuses_clearly_on_cpu(tmp_path):
     with pytest.raises(NotSupported, match="needs a GPU"):
         LocalSandbox(tmp_path).tune_moe(Candidate(framework="vllm"), tmp_path)
+
+
+def test_a_resumed_run_s_wall_clock_counts_the_time_already_spent(tmp_path):
+    # `agent resume` restores the ground clock from the ledger (agent/run.py), so a time budget
+    # is not granted again in full; a real node's clock is wall time since the sandbox opened
+    sb = LocalSandbox(tmp_path)
+    assert 0 <= sb.elapsed_s() < 60
+    sb.restore_ground({"elapsed_s": 3600.0})
+    assert 3600 <= sb.elapsed_s() < 3660 and sb.ground_state()["elapsed_s"] >= 3600
