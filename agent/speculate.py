@@ -28,7 +28,7 @@ from __future__ import annotations
 from agent.decide import EVALUATE, KEEP, decide
 from agent.planners.base import PHASES, Proposal, in_order
 from agent.worker import FIRST
-from tools import frameworks
+from tools import frameworks, moe
 from tools.candidate import Candidate
 
 AHEAD = 1  # phases a speculative candidate may run ahead of the phase being decided
@@ -167,13 +167,13 @@ def carry(base: Candidate, prev: Candidate, kept: Candidate) -> Candidate | None
     layout = upd.get("parallel", kept.parallel)
     if layout != kept.parallel or (prev.moe_configs != base.moe_configs and kept.moe_configs == base.moe_configs
                                    and layout == prev.parallel):
-        var = _moe_var(kept)
         upd["moe_configs"] = prev.moe_configs
         env = upd.setdefault("env", dict(kept.env))
-        if var in prev.env:
-            env[var] = prev.env[var]
-        else:
-            env.pop(var, None)
+        for var in _moe_vars(kept):
+            if var in prev.env:
+                env[var] = prev.env[var]
+            else:
+                env.pop(var, None)
     return kept.model_copy(update=upd) if upd else None
 
 
@@ -182,20 +182,20 @@ def change(base: Candidate, c: Candidate) -> dict:
     key; tuned kernels, and the env variable naming them, go with their layout): two trials making
     the same change on two bases are one step walked twice."""
     a, b = base.model_dump(mode="json"), c.model_dump(mode="json")
-    var = _moe_var(c)
+    moe_vars = _moe_vars(c)
     out = {}
     for name in b:
         if name in ("flags", "env"):
             out.update({(name, k): b[name].get(k) for k in sorted({*a[name], *b[name]})
-                        if a[name].get(k) != b[name].get(k) and (name, k) != ("env", var)})
+                        if a[name].get(k) != b[name].get(k) and not (name == "env" and k in moe_vars)})
         elif name != "moe_configs" and a[name] != b[name]:
             out[name] = b[name]
     return out
 
 
-def _moe_var(c: Candidate) -> str | None:
-    """The env variable that points c's framework at tuned MoE kernels (tools/moe.install)."""
-    return frameworks.get(c.framework).moe_config_env or None
+def _moe_vars(c: Candidate) -> set[str]:
+    """The env variables that point c's server at tuned MoE kernels (tools/moe.install)."""
+    return moe.env_vars(frameworks.get(c.framework))
 
 
 def _changes(old: Candidate, new: Candidate) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from sandboxes import registry
 from tools.errors import BadInput
 from sandboxes.local import NotSupported, WallClock
-from tools import frameworks, logs, procs
+from tools import frameworks, logs, moe, procs
 from tools.candidate import Candidate
 from tools.server import RunningServer, free_port, wait_ready
 from sandboxes.containers import ContainerHandle, connect
@@ -133,8 +133,8 @@ class DockerSandbox(WallClock):
                     raise BadInput(f"tuned MoE config not found: {p}")
                 (d / Path(p).name).write_bytes(Path(p).read_bytes())
             volumes[str(d.resolve())] = {"bind": MOE_MOUNT, "mode": "ro"}
-            env[fw.moe_config_env] = (f"{MOE_MOUNT}/{Path(c.moe_configs[0]).name}" if fw.name == "atom"
-                                      else MOE_MOUNT)
+            var = moe.config_env(fw, c.moe_configs)  # aiter reads its CSV file, Triton a folder
+            env[var] = f"{MOE_MOUNT}/{Path(c.moe_configs[0]).name}" if var == moe.AITER_ENV else MOE_MOUNT
         return volumes, env
 
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sandboxes import registry
 from tools.errors import BadInput
-from tools import frameworks
+from tools import frameworks, moe
 from tools.candidate import Candidate
 from tools.server import RunningServer, launch_process
 from tools.server_env import server_env
@@ -79,15 +79,16 @@ class LocalSandbox(WallClock):
         missing = [p for p in c.moe_configs if not Path(p).is_file()]
         if missing:
             raise BadInput(f"tuned MoE config not found: {missing[0]}")
-        if fw.name == "atom":  # aiter reads one CSV file, not a folder
+        var = moe.config_env(fw, c.moe_configs)
+        if var == moe.AITER_ENV:  # aiter reads one CSV file, not a folder
             if len(c.moe_configs) != 1:
-                raise BadInput(f"atom takes one tuned_fmoe.csv, got {len(c.moe_configs)} files")
-            return {fw.moe_config_env: str(Path(c.moe_configs[0]).resolve())}
+                raise BadInput(f"aiter takes one tuned_fmoe.csv, got {len(c.moe_configs)} files")
+            return {var: str(Path(c.moe_configs[0]).resolve())}
         d = run_dir / "moe_configs"
         d.mkdir(parents=True, exist_ok=True)
         for p in c.moe_configs:
             shutil.copy2(p, d / Path(p).name)
-        return {fw.moe_config_env: str(d.resolve())}
+        return {var: str(d.resolve())}
 
     def version(self, framework: str) -> str | None:
         """The framework's installed version under `python`, from its distribution's metadata

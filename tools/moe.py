@@ -34,11 +34,29 @@ def tune(sandbox, c: Candidate, run_dir: Path, name: str) -> list[Path]:
     return out
 
 
+# aiter's tuned fused-MoE table (aiter/jit/core.py reads it at import): the one a framework running
+# aiter's MoE reads (ATOM; sglang on ROCm, SGLANG_USE_AITER=1; vLLM with VLLM_ROCM_USE_AITER=1),
+# whatever its own variable for Triton configs is
+AITER_ENV = "AITER_CONFIG_FMOE"
+
+
+def config_env(framework, configs) -> str:
+    """The env variable the server reads these configs through: aiter's for its CSV table (a file),
+    else the framework's own folder of Triton JSON configs (sglang's SGLANG_MOE_CONFIG_DIR names a
+    folder of configs/triton_*/E=...json, which aiter never reads)."""
+    return AITER_ENV if any(Path(p).suffix == ".csv" for p in configs) else framework.moe_config_env
+
+
+def env_vars(framework) -> set[str]:
+    """Every env variable `install` may set for this framework."""
+    return {v for v in (framework.moe_config_env, AITER_ENV) if v}
+
+
 def install(c: Candidate, configs: list[Path], framework) -> Candidate:
-    """The candidate with the tuned configs and the env variable that points the framework at
-    them: a directory for Triton-style JSON configs, the file itself for aiter's CSV table."""
+    """The candidate with the tuned configs and the env variable that points the server at them:
+    the file itself for aiter's CSV table, a directory for Triton-style JSON configs."""
     env = dict(c.env)
-    var = framework.moe_config_env
+    var = config_env(framework, configs)
     if var:
         csv = [p for p in configs if p.suffix == ".csv"]
         env[var] = str(csv[0].resolve()) if csv else str(configs[0].resolve().parent)
@@ -48,7 +66,7 @@ def install(c: Candidate, configs: list[Path], framework) -> Candidate:
 def on_layout(c: Candidate, parallel, framework) -> Candidate:
     """The candidate on another layout, without its tuned configs: they fit the shard shape they
     were tuned for, and the new layout tunes its own."""
-    env = {k: v for k, v in c.env.items() if k != framework.moe_config_env}
+    env = {k: v for k, v in c.env.items() if k not in env_vars(framework)}
     return c.model_copy(update={"parallel": parallel, "moe_configs": [], "env": env})
 
 

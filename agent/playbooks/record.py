@@ -176,7 +176,7 @@ def _unrecordable(step: dict, ch: dict) -> str | None:
 def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
     """The run's playbook as plain data (validated against the schema before it is returned)."""
     from agent.config import Target, resolve_target
-    from tools import frameworks
+    from tools import frameworks, moe
     cfg = led.meta("config") or {}
     objective = cfg.get("objective", "knee")
     tgt = cfg.get("target") or {}
@@ -214,7 +214,7 @@ def from_run(led, run_dir: Path | None = None, *, card=None, hw=None) -> dict:
         if flags:
             ch["flags"] = flags
         run = str(Path(run_dir).resolve()) if run_dir else "\0"
-        env = {k: v for k, v in c["env"].items() if prev["env"].get(k) != v and k != fw.moe_config_env
+        env = {k: v for k, v in c["env"].items() if prev["env"].get(k) != v and k not in moe.env_vars(fw)
                and run not in v and "moe_configs" not in v}
         for k in [k for k, v in env.items() if SECRET.search(k) or SECRET_VALUE.match(v)]:
             notes.append(f"trial {t['id']}: env {k} left out (looks like a secret; secrets never enter a playbook)")

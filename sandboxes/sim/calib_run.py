@@ -19,6 +19,7 @@ import numpy as np
 from sandboxes.sim.engine import Engine
 from sandboxes.sim.perf import Efficiency, SimConfig, acceptance_length, efficiency, kv_capacity_tokens, step_time
 from sandboxes.sim.points import Case, sim_config
+from tools import frameworks, moe
 from tools.bench.metrics import summarize
 from tools.bench.workload import Workload, schedule
 from tools.hardware import get_hardware
@@ -93,7 +94,7 @@ def run_story(f: StoryFigure, *, seed: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix="inferloop-calibrate-") as d:
         sim = SimSandbox("glm-5.2", f.hw, seed=seed, check_source=False)
         if f.moe_tuned:
-            cand = cand.model_copy(update={"moe_configs": [str(x) for x in sim.tune_moe(cand, Path(d))]})
+            cand = moe.install(cand, sim.tune_moe(cand, Path(d)), frameworks.get(cand.framework))
         server = sim.launch(cand, Path(d))
         w = Workload(input_len=20000, output_len=1000, prefix_hit=0.6)
         res = asyncio.run(estimate(server.client, w, ttft_slo_s=5.0, rates=list(f.rates) or None, seed=seed,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from tools import frameworks
+from tools import frameworks, moe
 from tools.candidate import Candidate, Parallel
 from tools.cli_values import positive_floats
 from tools.errors import BadInput
@@ -122,8 +122,7 @@ def run_estimate(*, model: str, weights: str, hw: str, framework: str, moe_tuned
         # ...then predict performance as if the source were fixed.
         sim = SimSandbox(card, prof, seed=seed, check_source=False, framework_versions=versions)
         if moe_tuned and card.is_moe:
-            files = sim.tune_moe(cand, run_dir)
-            cand = cand.model_copy(update={"moe_configs": [str(f) for f in files]})
+            cand = moe.install(cand, sim.tune_moe(cand, run_dir), frameworks.get(cand.framework))
         server = sim.launch(cand, run_dir)
         moe_line = next((ln for ln in server.log_text().splitlines() if "MoE" in ln or "fused_moe" in ln), None)
         if moe_line:

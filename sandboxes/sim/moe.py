@@ -49,7 +49,9 @@ def state(framework: str, c: Candidate, model: ModelCard, hw: HardwareProfile, t
     shape = model.moe_shapes(tp, tp if ep else 1)
     be = backend(framework, c, hw)
     if be == "aiter":
-        paths = [tuner.SHIPPED_AITER_CSV] + [Path(p) for p in c.moe_configs if p.endswith(".csv")]
+        # only through aiter's variable, as aiter reads it: a table the candidate lists under
+        # another variable (sglang's SGLANG_MOE_CONFIG_DIR is a folder of Triton configs) is not read
+        paths = [tuner.SHIPPED_AITER_CSV]
         if (p := env_path(c, "AITER_CONFIG_FMOE")) is not None:
             paths.append(p)
         tuned = tuner.aiter_tuned(model, hw, shape, c.weights, paths)
@@ -65,7 +67,7 @@ def state(framework: str, c: Candidate, model: ModelCard, hw: HardwareProfile, t
     env_var = {"sglang": "SGLANG_MOE_CONFIG_DIR", "vllm": "VLLM_TUNED_CONFIG_FOLDER"}.get(framework, "")
     shipped = tree / (SGLANG_MOE_CONFIGS if framework == "sglang" else VLLM_MOE_CONFIGS)
     dirs = [d for d in (env_path(c, env_var),) if d is not None] + [shipped]
-    found = tuner.triton_config(dirs, [Path(p) for p in c.moe_configs if p.endswith(".json")], name)
+    found = tuner.triton_config(dirs, name)
     if framework == "sglang":
         line = (f"Using MoE kernel config from {found}." if found else
                 f"Using default MoE kernel config. Performance might be sub-optimal! Config file not found at "

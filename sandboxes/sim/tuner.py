@@ -71,11 +71,8 @@ def aiter_tuned(model: ModelCard, hw: HardwareProfile, shape: MoeShape, weights:
     return all(k in keys for k in need)
 
 
-def triton_config(dirs: list[Path], files: list[Path], name: str) -> Path | None:
+def triton_config(dirs: list[Path], name: str) -> Path | None:
     """The JSON the framework would load: an override dir first, then the shipped configs."""
-    for f in files:
-        if f.name == name and f.is_file():
-            return f
     for d in dirs:
         p = d / name
         if p.is_file():

@@ -119,13 +119,21 @@ def test_moe_fallback_warning_exactly_when_no_tuned_config(sim, tmp_path):
     assert "moe_default_config" in diags
     files = sim.tune_moe(c, tmp_path)
     assert files and files[0].name == "tuned_fmoe.csv"
-    log2 = sim.launch(c.model_copy(update={"moe_configs": [str(f) for f in files]}), tmp_path).log_text()
+    from tools import frameworks, moe
+    tuned = moe.install(c, files, frameworks.get("sglang"))
+    assert tuned.env == {**c.env, "AITER_CONFIG_FMOE": str(files[0].resolve())}
+    log2 = sim.launch(tuned, tmp_path).log_text()
     assert "using 2stage default" not in log2 and "kernelName1='flydsl_moe1_afp4_wfp4" in log2
+    # aiter reads its table through AITER_CONFIG_FMOE only: listed, or under sglang's folder of
+    # Triton configs (what tools/moe.install set before 2026-12-06), it is never read
+    for env in ({}, {"SGLANG_MOE_CONFIG_DIR": str(files[0].resolve())}):
+        unread = c.model_copy(update={"moe_configs": tuned.moe_configs, "env": {**c.env, **env}})
+        assert "[fused_moe] using 2stage default for" in sim.launch(unread, tmp_path).log_text()
     # fp8 weights: aiter's shipped a8w8 table already covers GLM-5.2's shapes
     log3 = sim.launch(c.model_copy(update={"weights": "fp8"}), tmp_path).log_text()
     assert "using 2stage default" not in log3
     # a table tuned for TP4 shapes does not match TP8 shapes
-    c8 = c.model_copy(update={"parallel": Parallel(tp=8), "moe_configs": [str(f) for f in files]})
+    c8 = tuned.model_copy(update={"parallel": Parallel(tp=8)})
     assert "using 2stage default" in sim.launch(c8, tmp_path).log_text()
 
 
@@ -136,7 +144,10 @@ def test_triton_json_on_nvidia(tmp_path):
     assert "Using default MoE kernel config. Performance might be sub-optimal! Config file not found at" in log
     files = sim.tune_moe(c, tmp_path)
     assert files[0].name == "E=256,N=256,device_name=NVIDIA_B300,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    log = sim.launch(c.model_copy(update={"moe_configs": [str(files[0])]}), tmp_path).log_text()
+    from tools import frameworks, moe
+    tuned = moe.install(c, files, frameworks.get("sglang"))
+    assert tuned.env == {"SGLANG_MOE_CONFIG_DIR": str(files[0].parent.resolve())}  # Triton: a folder
+    log = sim.launch(tuned, tmp_path).log_text()
     assert f"Using MoE kernel config from {files[0]}." in log
 
 

@@ -148,6 +148,13 @@ def test_rocm_launch_passes_devices_mounts_env_and_host_network(tmp_path):
     assert [d.kind for d in s.diagnose()] == ["moe_default_config"]
     s.stop()
     assert cont.stopped and cont.removed
+    # a tuned aiter table (what the tuner writes on ROCm) goes in by aiter's variable, as the file
+    table = tmp_path / "tuned_fmoe.csv"
+    table.write_text("cu_num,token\n")
+    fake.next_container = FakeContainer([("running", READY_SGL)])
+    sb.launch(c.model_copy(update={"moe_configs": [str(table)]}), tmp_path / "run2").stop()
+    kw = [x for x in fake.calls if x[0] == "run"][-1][3]
+    assert kw["environment"] == {"SGLANG_USE_AITER": "1", "AITER_CONFIG_FMOE": f"{MOE_MOUNT}/tuned_fmoe.csv"}
 
 
 def test_nvidia_bridge_publishes_port_and_requests_gpus(tmp_path):

@@ -46,12 +46,17 @@ def test_client_counts_prompt_tokens_with_the_served_models_tokenizer(tmp_path, 
 
 
 def test_sglang_and_atom_launch(tmp_path, fake_python):
+    # both read a tuned aiter table (ROCm) through aiter's own variable, the file itself
+    table = tmp_path / "tuned_fmoe.csv"
+    table.write_text("cu_num,token\n")
     for fw in ("sglang", "atom"):
         sb = LocalSandbox(tmp_path, model_name="w", python=fake_python, ready_timeout_s=30)
-        c = Candidate(framework=fw, parallel=Parallel(tp=1))
+        c = Candidate(framework=fw, parallel=Parallel(tp=1), moe_configs=[str(table)])
         with sb.launch(c, tmp_path / fw) as s:
             served = httpx.get(s.url + "/v1/models").json()["data"][0]["id"]
             assert served == ("w" if fw == "sglang" else str(tmp_path))  # atom serves the path
+            log = s.log_text()
+            assert f"env AITER_CONFIG_FMOE={table.resolve()}" in log and "SGLANG_MOE_CONFIG_DIR" not in log
 
 
 def test_invalid_candidate_is_rejected_before_launch(tmp_path, fake_python):
