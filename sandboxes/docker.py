@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sandboxes import registry
 from tools.errors import BadInput
-from sandboxes.local import NotSupported, WallClock
+from sandboxes.local import NotSupported, RealNode
 from tools import frameworks, logs, moe, procs
 from tools.candidate import Candidate
 from tools.server import RunningServer, free_port, wait_ready
@@ -42,7 +42,7 @@ def visible_devices() -> dict[str, str]:
     return {k: os.environ[k] for k in VISIBLE if k in os.environ}
 
 
-class DockerSandbox(WallClock):
+class DockerSandbox(RealNode):
     name = "docker"
 
     def __init__(self, images: dict[str, str] | str, model_dir: Path | str, *, model_name: str | None = None,
@@ -140,6 +140,7 @@ class DockerSandbox(WallClock):
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
         fw = frameworks.get(candidate.framework, self.version(candidate.framework))
         fw.validate(candidate)  # argv checked against the schema of the version in the image
+        self.check_weights(candidate)
         if not self.model_dir.is_dir():
             raise BadInput(f"model directory {self.model_dir} does not exist")
         run_dir = Path(run_dir)

@@ -22,6 +22,7 @@ from sandboxes import registry
 from tools.errors import BadInput
 from tools import frameworks, moe
 from tools.candidate import Candidate
+from tools.models import checkpoint_precision
 from tools.server import RunningServer, launch_process
 from tools.server_env import server_env
 
@@ -33,9 +34,24 @@ class NotSupported(BadInput):
     """This ground cannot do what was asked (e.g. tune GPU MoE kernels on a CPU host)."""
 
 
-class WallClock:
-    """A real node's ground clock: wall time since the sandbox opened (`_t0`, set in __init__)."""
+class RealNode:
+    """What the sandboxes of a real node share: the wall clock (`_t0`, set in __init__) and the one
+    checkpoint they serve (`model_dir`)."""
     _t0: float
+    model_dir: Path
+
+    @property
+    def weights(self) -> tuple[str, ...] | None:
+        """The weight precisions it can serve: its checkpoint's (from config.json), which the planner
+        alone proposes (agent/run.py); None where that is not known."""
+        p = checkpoint_precision(self.model_dir)
+        return (p,) if p else None
+
+    def check_weights(self, c: Candidate) -> None:
+        """A candidate of other weights would be measured on this checkpoint under their name."""
+        if (w := self.weights) is not None and c.weights not in w:
+            raise NotSupported(f"the checkpoint at {self.model_dir} holds {w[0]} weights; {c.weights} "
+                               f"weights need a checkpoint of their own")
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0
@@ -47,7 +63,7 @@ class WallClock:
         self._t0 = time.monotonic() - float(state.get("elapsed_s", 0.0))
 
 
-class LocalSandbox(WallClock):
+class LocalSandbox(RealNode):
     name = "local"
     frameworks: tuple[str, ...] = frameworks.NAMES  # what it can serve: the planner compares only those
 
@@ -111,6 +127,7 @@ class LocalSandbox(WallClock):
         fw.validate(candidate)
         if not self.model_dir.exists():
             raise BadInput(f"model directory {self.model_dir} does not exist")
+        self.check_weights(candidate)
         run_dir = Path(run_dir)
         env = {**self.env, **candidate.env, **self._moe_env(fw, candidate, run_dir)}
         base = server_env(os.environ) if self.base_env is None else dict(self.base_env)

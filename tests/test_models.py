@@ -69,3 +69,20 @@ def test_from_hf_config(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(BadInput):
         from_hf_config(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("qc, want", [
+    (None, "bf16"),
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),  # DeepSeek-V3's own
+    ({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4", "qscheme": "per_group"}}}, "mxfp4"),
+    ({"quant_method": "mxfp4"}, "mxfp4"),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
+    ({"quant_method": "awq", "bits": 4}, None),  # a precision inferloop does not search: not known
+])
+def test_a_checkpoint_s_precision_is_read_from_its_quantization_config(tmp_path, qc, want):
+    from tools.models import checkpoint_precision
+    cfg = {"torch_dtype": "bfloat16", **({"quantization_config": qc} if qc else {})}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert checkpoint_precision(tmp_path) == want
+    assert checkpoint_precision(tmp_path / "absent") is None

@@ -317,6 +317,32 @@ def from_hf_config(path: str | Path, name: str | None = None) -> ModelCard:
     return ModelCard(**fields)
 
 
+def checkpoint_precision(path: str | Path) -> str | None:
+    """The weight precision (a PRECISIONS name) of a local HF checkpoint, from its config.json's
+    quantization_config: none is a 16-bit checkpoint (bf16 here); fp8 (quant_method fp8, or
+    modelopt / compressed-tensors / quark FP8), mxfp4 (quant_method mxfp4, or quark's OCP MX fp4),
+    nvfp4 (modelopt NVFP4). None where there is no config.json or the method is none of these (an
+    int4 AWQ/GPTQ checkpoint): the precision is then not known."""
+    p = Path(path)
+    try:
+        cfg = json.loads((p / "config.json" if p.is_dir() else p).read_text())
+    except (OSError, ValueError):
+        return None
+    qc = cfg.get("quantization_config") if isinstance(cfg, dict) else None
+    if not qc:
+        return "bf16"
+    method, text = str(qc.get("quant_method", "")).lower(), json.dumps(qc).lower()
+    if method == "mxfp4" or (method == "quark" and "fp4" in text):
+        return "mxfp4"
+    if method in ("modelopt", "compressed-tensors") and "nvfp4" in text:
+        return "nvfp4"
+    fp8_groups = '"num_bits": 8' in text and '"type": "float"' in text  # compressed-tensors' form
+    if method in ("fp8", "fbgemm_fp8") or (method in ("modelopt", "compressed-tensors", "quark")
+                                           and ("fp8" in text or fp8_groups)):
+        return "fp8"
+    return None
+
+
 def get_model(name_or_path: str) -> ModelCard:
     """A built-in card by name, or a card read from a local HF checkpoint dir / config.json."""
     if name_or_path in _BUILTIN:

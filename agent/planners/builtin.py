@@ -24,7 +24,8 @@ class BuiltinPlanner:
     name = "builtin"
 
     def __init__(self, *, search_trials: int = 6, patience: int = 3, screen_choices: int = 3, fixes=None,
-                 phases: tuple[str, ...] | None = None, gpus: int | None = None):
+                 phases: tuple[str, ...] | None = None, gpus: int | None = None,
+                 weights: tuple[str, ...] | None = None):
         self.search_trials, self.patience = search_trials, patience
         self.screen_choices = screen_choices
         # The phases this ground can vary (a one-GPU, one-checkpoint ground has no precision,
@@ -37,6 +38,12 @@ class BuiltinPlanner:
             raise BadInput(f"the planner's gpus must be >= 1, got {gpus}")
         self.phases = tuple(ph for ph in PHASES if ph in (phases or PHASES))
         self.gpus = gpus
+        # The weight precisions the ground has checkpoints of (the first is the baseline's; None:
+        # every one, as on the sim): a real node serves the checkpoint it was given.
+        bad = [w for w in weights or () if w not in PRECISIONS]
+        if bad:
+            raise unknown("weight precision", bad[0], PRECISIONS)
+        self.weights = tuple(weights) if weights else None
         # The fix catalogue (fixes.fixes_for's signature); injectable so a run or a test can use a
         # smaller or larger catalogue without patching the module.
         self.fixes = fixes or fixes_for
@@ -63,10 +70,11 @@ class BuiltinPlanner:
 
     def _baseline(self, ctx: PlanContext) -> Proposal:
         fw = ctx.frameworks[0]
-        c = Candidate(framework=fw, weights="bf16", parallel=Parallel(tp=self._full_tp(ctx)),
+        w = self.weights[0] if self.weights else "bf16"
+        c = Candidate(framework=fw, weights=w, parallel=Parallel(tp=self._full_tp(ctx)),
                       flags=ctx.start_flags(fw), env=ctx.start_env(fw))
         what = "default flags" + (f" + {c.flags}" if c.flags else "")
-        return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, bf16, {what}",
+        return Proposal(kind="config", phase="framework", description=f"baseline: {fw}, {w}, {what}",
                         rationale="measure the starting point with the framework's defaults",
                         candidate=c)
 
@@ -135,7 +143,8 @@ class BuiltinPlanner:
         here = PRECISIONS[inc.weights].bytes_per_weight
         start = PRECISIONS[ctx.trials[0]["candidate"]["weights"]].bytes_per_weight
         for p in sorted(PRECISIONS.values(), key=lambda p: p.bytes_per_weight):
-            if p.bytes_per_weight >= start or p.bytes_per_weight > here or p.compute not in tf:
+            if p.bytes_per_weight >= start or p.bytes_per_weight > here or p.compute not in tf \
+                    or (self.weights is not None and p.name not in self.weights):
                 continue
             if p.bytes_per_weight < here:
                 yield _p("precision", f"{p.name} weights on {inc.framework}",

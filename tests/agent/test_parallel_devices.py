@@ -95,6 +95,26 @@ def test_the_planner_plans_for_its_share(tmp_path):
             runlib.run_lock.release(rd)
 
 
+def test_the_planner_starts_at_the_precision_of_the_node_s_checkpoint(tmp_path):
+    """A real node's sandbox says what its checkpoint holds (sandboxes.local.RealNode.weights)."""
+    from agent import nodes
+    from agent import run as runlib
+    from tests.agent.conftest import fake_factory
+    made = fake_factory()
+
+    def fp8_node(cfg, card, hw):
+        sb = made(cfg, card, hw)
+        sb.weights = ("fp8",)
+        return sb
+    rd = tmp_path / "run"
+    rt = runlib.open_runtime(rd, small_config(backend="local"), sandbox_factory=fp8_node)
+    try:
+        assert rt.planner.propose(nodes.plan_context(rt, None)).candidate.weights == "fp8"
+    finally:
+        rt.ledger.close()
+        runlib.run_lock.release(rd)
+
+
 def test_more_trials_at_once_than_devices_exit_2_before_anything_runs(agent, tmp_path):
     model = tmp_path / "model"
     model.mkdir()

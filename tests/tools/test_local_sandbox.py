@@ -129,3 +129,14 @@ def test_a_resumed_run_s_wall_clock_counts_the_time_already_spent(tmp_path):
     assert 0 <= sb.elapsed_s() < 60
     sb.restore_ground({"elapsed_s": 3600.0})
     assert 3600 <= sb.elapsed_s() < 3660 and sb.ground_state()["elapsed_s"] >= 3600
+
+
+def test_a_candidate_of_other_weights_than_the_checkpoint_s_is_refused_before_launch(tmp_path, fake_python):
+    # served from the one checkpoint, an mxfp4 candidate would be the fp8 model measured as mxfp4
+    (tmp_path / "config.json").write_text('{"quantization_config": {"quant_method": "fp8"}}')
+    sb = LocalSandbox(tmp_path, python=fake_python)
+    assert sb.weights == ("fp8",)
+    with pytest.raises(NotSupported, match=rf"the checkpoint at {tmp_path} holds fp8 weights; mxfp4 weights need"):
+        sb.launch(Candidate(framework="vllm", weights="mxfp4"), tmp_path / "r")
+    assert not (tmp_path / "r").exists()  # nothing started
+    assert LocalSandbox(tmp_path / "no-config").weights is None  # not known: not restricted
