@@ -68,8 +68,7 @@ class GpuSandbox(LocalSandbox):
         if fw.name not in self.frameworks:
             raise NotSupported(f"this ground serves {', '.join(self.frameworks)}, not {fw.name}")
         fw.validate(candidate)
-        if candidate.weights != "bf16":
-            raise NotSupported(f"this ground has one bf16 checkpoint; {candidate.weights} weights do not exist here")
+        self.check_weights(candidate)
         if candidate.parallel.gpus != self.gpus:
             raise NotSupported(f"this ground has {self.gpus} GPU(s); the candidate asks for {candidate.parallel.gpus}")
         if not self.model_dir.exists():
