@@ -57,6 +57,29 @@ def parse_pythons(values: list[str] | None) -> tuple[str | None, dict[str, str]]
     return default, per_fw
 
 
+def parse_model_paths(values: list[str] | None) -> tuple[str | None, dict[str, str]]:
+    """`--model-path DIR` (one checkpoint) and `--model-path PRECISION=DIR` (one per weight precision,
+    e.g. bf16=/ckpt/glm and fp8=/ckpt/glm-fp8), repeatable: on a real node a precision is a checkpoint
+    of its own. A value is PRECISION=DIR where the part before its first '=' holds no '/'."""
+    from tools.models import PRECISIONS
+
+    default, named = None, {}
+    for v in values or []:
+        name, sep, path = v.partition("=")
+        if sep and "/" not in name and name not in PRECISIONS:
+            raise BadInput(f"--model-path {v!r}: unknown weight precision {name!r}; allowed: {', '.join(PRECISIONS)}")
+        if not sep or "/" in name:
+            if default is not None:
+                raise BadInput(f"--model-path {v!r}: a second checkpoint (first {default!r}); name each by its "
+                               f"precision: --model-path PRECISION=DIR ({', '.join(PRECISIONS)})")
+            default = v
+            continue
+        if not path or name in named:
+            raise BadInput(f"--model-path {v!r}: " + ("no directory after '='" if not path else f"{name} given twice"))
+        named[name] = path
+    return default, named
+
+
 def first_error(e: ValidationError) -> str:
     from agent.config import validation_message
     return validation_message(e)

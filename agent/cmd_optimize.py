@@ -17,8 +17,8 @@ from typing import List, Optional
 import typer
 from pydantic import ValidationError
 
-from agent.cmd_common import (RUNS_ROOT, emit, first_error, interrupted, load_overrides, parse_pythons, progress,
-                               run_dir_arg, run_row)
+from agent.cmd_common import (RUNS_ROOT, emit, first_error, interrupted, load_overrides, parse_model_paths,
+                               parse_pythons, progress, run_dir_arg, run_row)
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from tools import cli_values
@@ -42,7 +42,9 @@ def register(app: typer.Typer) -> None:
                  framework: Optional[str] = typer.Option(None, help="serve with this framework only; with "
                                                          "--backend local, transformers is transformers serve on "
                                                          "this host's GPU"),
-                 model_path: Optional[str] = typer.Option(None, help="local checkpoint dir (real backends)"),
+                 model_path: Optional[list[str]] = typer.Option(None, help="local checkpoint dir (real backends); "
+                                                                "one per weight precision: PRECISION=DIR, "
+                                                                "repeatable (e.g. bf16=DIR fp8=DIR2)"),
                  budget: Optional[str] = typer.Option(None, help="trials to launch (default 40)"),
                  time_budget: Optional[str] = typer.Option(None, help="ground time: 3600, 90m, 2h"),
                  objective: str = typer.Option("knee", help="knee | single_stream | per_dollar | per_watt"),
@@ -67,10 +69,11 @@ def register(app: typer.Typer) -> None:
                                                    "RAY_ADDRESS when --workers > 1)"),
                  seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json")) -> None:
         """Find a faster, verified deployment: framework, precision, spec decoding, flags, parallelism, MoE."""
+        default_ckpt, checkpoints = parse_model_paths(model_path)
         if model is None:  # a checkpoint directory names its own model (its config.json)
-            if model_path is None:
+            model = default_ckpt or next(iter(checkpoints.values()), None)
+            if model is None:
                 raise BadInput("give --model NAME, or --model-path DIR to optimize that checkpoint")
-            model = model_path
         trials = parse_budget(budget)
         secs = parse_time_budget(time_budget)
         b = budget_from(trials, secs)
@@ -83,7 +86,7 @@ def register(app: typer.Typer) -> None:
         fields = {"planner": planner, "llm_model": llm_model, "workers": workers, "cluster": cluster, **extra}
         try:
             default_py, pythons = parse_pythons(python)
-            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=default_py,
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=default_ckpt, checkpoints=checkpoints, python=default_py,
                                           pythons=pythons, images=cli_values.images(image)),
                             backend=backend, framework=framework, objective=objective, approve=approve or "ask", seed=seed,
                             **fields).check()

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from agent.playbooks import schema as pbm
 from agent.playbooks.adapt import adapt
-from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_overrides, progress
+from agent.cmd_common import RUNS_ROOT, emit, first_error, interrupted, load_overrides, parse_model_paths, progress
 from agent.config import RunConfig, Target, budget_from, parse_budget, parse_time_budget, resolve_target
 from agent.errors import BadInput
 from tools import cli_values
@@ -86,7 +86,9 @@ def register(app: typer.Typer) -> None:
                    model: str = typer.Option(..., help="model to replay it on (built-in name or HF checkpoint dir)"),
                    hw: str = typer.Option(..., help="hardware profile: mi355x, b200, ..."),
                    backend: str = typer.Option("sim", help="sim | local | docker"),
-                   model_path: Optional[str] = typer.Option(None, help="local checkpoint dir (real backends)"),
+                   model_path: Optional[list[str]] = typer.Option(None, help="local checkpoint dir (real backends); "
+                                                                  "one per weight precision: PRECISION=DIR, "
+                                                                  "repeatable"),
                    image: Optional[list[str]] = typer.Option(None, "--image", help="--backend docker: "
                                                              "FRAMEWORK=IMAGE, repeatable"),
                    python: Optional[str] = typer.Option(None, help="--backend local: the interpreter that has "
@@ -107,8 +109,9 @@ def register(app: typer.Typer) -> None:
         if trials or secs or "budget" not in extra:  # the command line wins over the file
             extra["budget"] = budget_from(trials, secs).model_dump()
         try:  # the playbook's objective is what its evidence measured
-            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=model_path, python=python,
-                                          images=cli_values.images(image)), backend=backend,
+            default_ckpt, checkpoints = parse_model_paths(model_path)
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=default_ckpt, checkpoints=checkpoints,
+                                          python=python, images=cli_values.images(image)), backend=backend,
                             objective=pb.objective, approve=approve or "ask", seed=seed, **extra)
         except ValidationError as e:
             raise BadInput(f"--config {config!r}: {first_error(e)}") from None

@@ -42,6 +42,7 @@ class Target(BaseModel):
     model: str
     hw: str
     model_path: str | None = None  # a local checkpoint directory (real backends)
+    checkpoints: dict[str, str] = {}  # weight precision -> its checkpoint (--model-path PRECISION=DIR)
     python: str | None = None  # the interpreter that has the framework installed (local backend)
     images: dict[str, str] = {}  # framework -> docker image (docker backend: --image FRAMEWORK=IMAGE)
     pythons: dict[str, str] = {}  # framework -> its own interpreter (local backend; --python FW=PATH)
@@ -126,6 +127,30 @@ class RunConfig(BaseModel):
     cluster: str | None = None
     notes: list[str] = []  # what check() chose for the user (e.g. a default workload shrunk to fit), and why
 
+    def _check_checkpoints(self) -> None:
+        """Several checkpoints, one per weight precision: each is the precision it is named (where its
+        config.json says), a plain --model-path DIR beside them says its own, and no precision has two."""
+        from tools.models import PRECISIONS, checkpoint_precision
+        t = self.target
+        if t.checkpoints and self.backend == "sim":
+            raise BadInput("--model-path PRECISION=DIR is for real backends (local, docker): the sim serves "
+                           "every precision without a checkpoint")
+        for w, d in t.checkpoints.items():
+            if w not in PRECISIONS:
+                raise unknown("--model-path precision", w, PRECISIONS)
+            if not Path(d).is_dir():
+                raise BadInput(f"--model-path {w}={d!r} is not a directory")
+            if (got := checkpoint_precision(d)) not in (None, w):
+                raise BadInput(f"--model-path {w}={d!r}: its config.json holds {got} weights, not {w}")
+        if t.checkpoints and t.model_path is not None:
+            got = checkpoint_precision(t.model_path)
+            if got is None:
+                raise BadInput(f"--model-path {t.model_path!r}: its weight precision is not known from its "
+                               f"config.json; name it beside the others: --model-path PRECISION=DIR")
+            if got in t.checkpoints:
+                raise BadInput(f"--model-path {t.model_path!r} and --model-path {got}={t.checkpoints[got]!r} "
+                               f"are both {got} checkpoints: give one")
+
     def check(self) -> "RunConfig":
         """Raise BadInput naming the bad value and what is allowed (the CLI exits 2)."""
         if self.backend not in BACKENDS:
@@ -161,6 +186,7 @@ class RunConfig(BaseModel):
             raise BadInput("a run needs a budget: --budget TRIALS or --time-budget SECONDS")
         if self.target.model_path is not None and not Path(self.target.model_path).is_dir():
             raise BadInput(f"--model-path {self.target.model_path!r} is not a directory")
+        self._check_checkpoints()
         py = self.target.python
         if py is not None and not (Path(py).is_file() and os.access(py, os.X_OK)):
             raise BadInput(f"--python {py!r} is not an executable file (give the interpreter that has the framework)")

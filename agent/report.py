@@ -73,6 +73,13 @@ def _llm_use(led: Ledger) -> dict | None:
     return u if u["decisions"] else None
 
 
+def served_checkpoint(target: dict, weights: str, model: str) -> str:
+    """What launch.sh serves: the checkpoint of the best's weights where the run had one per precision
+    (--model-path PRECISION=DIR; a plain --model-path DIR beside them holds the other), else the
+    run's --model-path, else the model's name."""
+    return (target.get("checkpoints") or {}).get(weights) or target.get("model_path") or model
+
+
 def launch_sh(best: dict, model: str, hw) -> str:
     c = Candidate.model_validate({k: best[k] for k in ("framework", "weights", "parallel", "flags", "env",
                                                         "patches", "moe_configs")})
@@ -160,7 +167,7 @@ def write(run_dir: Path, hw=None) -> dict:
             pb_note = f"\n**playbook.yaml was not written**: {e}\n"
             led.event("playbook", f"not written: {e}")
         if res["best"]:
-            model = cfg.get("target", {}).get("model_path") or res["model"]
+            model = served_checkpoint(cfg.get("target", {}), res["best"]["weights"], res["model"])
             (run_dir / "launch.sh").write_text(launch_sh(res["best"], model, hw))
         imgs = _plots(led, res, run_dir, roof) if res["best"] else []
         # a replay: step by step what carried over; all of it quotes ledger text, so inert

@@ -61,8 +61,8 @@ def open_runtime(run_dir: Path, cfg: RunConfig, *, sandbox_factory: SandboxFacto
         split = gpus_per_trial(cfg, hw)
         if split:  # trials side by side on this host: each plans for its share of the devices
             scope["gpus"] = split
-        if getattr(sandbox, "weights", None):  # a real node serves its checkpoint's precision only
-            scope["weights"] = tuple(sandbox.weights)
+        if weights := getattr(sandbox, "weights", None):  # a real node serves its checkpoints' precisions only
+            scope["weights"] = tuple(weights)
         planner = make_planner(cfg.planner, llm_model=cfg.llm_model, run_dir=run_dir, ledger=ledger,
                                progress=progress, scope=scope or None, **cfg.llm.model_dump())
     return nodes.Runtime(config=cfg, run_dir=run_dir, ledger=ledger, sandbox=sandbox,

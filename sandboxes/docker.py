@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sandboxes import registry
 from tools.errors import BadInput
-from sandboxes.local import NotSupported, RealNode
+from sandboxes.local import NotSupported, RealNode, checkpoints_of
 from tools import frameworks, logs, moe, procs
 from tools.candidate import Candidate
 from tools.server import RunningServer, free_port, wait_ready
@@ -48,7 +48,8 @@ class DockerSandbox(RealNode):
     def __init__(self, images: dict[str, str] | str, model_dir: Path | str, *, model_name: str | None = None,
                  gpu: str = "rocm", client=None, shm_size: str = "32g", network: str = "host",
                  host: str = "127.0.0.1", env: dict[str, str] | None = None, python: str = "python3",
-                 ready_timeout_s: float = 1800.0, tuner_commands: dict[str, list[str]] | None = None):
+                 ready_timeout_s: float = 1800.0, tuner_commands: dict[str, list[str]] | None = None,
+                 checkpoints: dict[str, Path | str] | None = None):
         if gpu not in ("rocm", "nvidia", "none"):
             raise BadInput(f"unknown gpu kind {gpu!r}; allowed: nvidia, none, rocm")
         if network not in ("host", "bridge"):
@@ -56,6 +57,7 @@ class DockerSandbox(RealNode):
         self.images = images if isinstance(images, dict) else {fw: images for fw in frameworks.NAMES}
         self.frameworks = tuple(fw for fw in frameworks.NAMES if fw in self.images)  # what the planner compares
         self.model_dir = Path(model_dir)
+        self.checkpoints = {w: Path(d) for w, d in (checkpoints or {}).items()}
         self.model_name = model_name or self.model_dir.name
         self.gpu, self.shm_size, self.network, self.host = gpu, shm_size, network, host
         self.env, self.python, self.ready_timeout_s = dict(env or {}), python, ready_timeout_s
@@ -120,7 +122,7 @@ class DockerSandbox(RealNode):
         return {}
 
     def _mounts(self, fw: frameworks.Framework, c: Candidate, run_dir: Path) -> tuple[dict, dict]:
-        volumes = {str(self.model_dir.resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}}
+        volumes = {str(self.checkpoint(c).resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}}
         env: dict[str, str] = {}
         if fw.name in self._sources:  # patched source replaces the installed package
             tree, pkg_path = self._sources[fw.name]
@@ -140,9 +142,7 @@ class DockerSandbox(RealNode):
     def launch(self, candidate: Candidate, run_dir: Path) -> RunningServer:
         fw = frameworks.get(candidate.framework, self.version(candidate.framework))
         fw.validate(candidate)  # argv checked against the schema of the version in the image
-        self.check_weights(candidate)
-        if not self.model_dir.is_dir():
-            raise BadInput(f"model directory {self.model_dir} does not exist")
+        ckpt = self.checkpoint(candidate)
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         if fw.name not in self._sources and (self._tree(fw.name, run_dir) / ".git").is_dir():
@@ -168,7 +168,7 @@ class DockerSandbox(RealNode):
         wait_ready(handle, url=url, ready_line=fw.ready_line, health_path=fw.health_path,
                    timeout_s=self.ready_timeout_s, diagnose=fw.diagnose, log_path=log_path)
         return RunningServer(handle, url=url, model=self.model_name if fw.served_name_flag else MODEL_MOUNT,
-                             log_path=log_path, tokenizer_dir=self.model_dir)
+                             log_path=log_path, tokenizer_dir=ckpt)
 
     def _package_path(self, framework: str) -> str:
         code = (f"import importlib.util; s = importlib.util.find_spec('{_PKG[framework]}'); "
@@ -251,11 +251,12 @@ def _open_docker(cfg, card, hw) -> DockerSandbox:
     if not images:
         raise BadInput("--backend docker needs --image FRAMEWORK=IMAGE (repeatable; e.g. --image "
                        "vllm=rocm/vllm:latest --image sglang=lmsysorg/sglang:latest)")
-    if not t.model_path:
+    default, ckpts = checkpoints_of(t)
+    if default is None:
         raise BadInput("--backend docker needs --model-path DIR (the checkpoint on this host; it is mounted "
                        f"read-only at {MODEL_MOUNT})")
-    sb = DockerSandbox(images, t.model_path, model_name=t.model, gpu=GPU_OF_VENDOR.get(hw.vendor, "none"),
-                       shm_size="32g" if hw.vendor != "cpu" else "2g")
+    sb = DockerSandbox(images, default, model_name=t.model, gpu=GPU_OF_VENDOR.get(hw.vendor, "none"),
+                       shm_size="32g" if hw.vendor != "cpu" else "2g", checkpoints=ckpts)
     sb.check_images()  # also reaches the engine: exit 2 with what to do when it is down
     return sb
 

@@ -22,7 +22,7 @@ from sandboxes import registry
 from tools.errors import BadInput
 from tools import frameworks, moe
 from tools.candidate import Candidate
-from tools.models import checkpoint_precision
+from tools.models import PRECISIONS, checkpoint_precision
 from tools.server import RunningServer, launch_process
 from tools.server_env import server_env
 
@@ -35,23 +35,34 @@ class NotSupported(BadInput):
 
 
 class RealNode:
-    """What the sandboxes of a real node share: the wall clock (`_t0`, set in __init__) and the one
-    checkpoint they serve (`model_dir`)."""
+    """What the sandboxes of a real node share: the wall clock (`_t0`, set in __init__) and the
+    checkpoints they serve: `model_dir`, or one per weight precision (`checkpoints`, from
+    `--model-path PRECISION=DIR`; see `checkpoints_of`)."""
     _t0: float
     model_dir: Path
+    checkpoints: dict[str, Path]  # precision -> checkpoint dir; {}: model_dir alone
 
     @property
     def weights(self) -> tuple[str, ...] | None:
-        """The weight precisions it can serve: its checkpoint's (from config.json), which the planner
-        alone proposes (agent/run.py); None where that is not known."""
+        """The weight precisions it can serve, most bytes per weight first (the baseline's): one per
+        checkpoint, its precision read from config.json. The planner proposes these alone
+        (agent/run.py); None where the one checkpoint's precision is not known."""
+        if self.checkpoints:
+            return tuple(sorted(self.checkpoints, key=lambda w: -PRECISIONS[w].bytes_per_weight))
         p = checkpoint_precision(self.model_dir)
         return (p,) if p else None
 
-    def check_weights(self, c: Candidate) -> None:
-        """A candidate of other weights would be measured on this checkpoint under their name."""
+    def checkpoint(self, c: Candidate) -> Path:
+        """The checkpoint that serves the candidate's weights. Other weights are refused: they would be
+        measured on a checkpoint of another precision under their name."""
         if (w := self.weights) is not None and c.weights not in w:
-            raise NotSupported(f"the checkpoint at {self.model_dir} holds {w[0]} weights; {c.weights} "
-                               f"weights need a checkpoint of their own")
+            have = ", ".join(f"{p} at {self.checkpoints.get(p, self.model_dir)}" for p in w)
+            raise NotSupported(f"{c.weights} weights need a checkpoint of their own (--model-path "
+                               f"{c.weights}=DIR); this run has {have}")
+        d = self.checkpoints.get(c.weights, self.model_dir)
+        if not d.is_dir():
+            raise BadInput(f"model directory {d} does not exist")
+        return d
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0
@@ -71,8 +82,9 @@ class LocalSandbox(RealNode):
                  host: str = "127.0.0.1", device: str = "cpu", env: dict[str, str] | None = None,
                  ready_timeout_s: float = 900.0, port: int | None = None,
                  base_env: dict[str, str] | None = None, serves: tuple[str, ...] | None = None,
-                 pythons: dict[str, str] | None = None):
+                 pythons: dict[str, str] | None = None, checkpoints: dict[str, Path | str] | None = None):
         self.model_dir = Path(model_dir)
+        self.checkpoints = {w: Path(d) for w, d in (checkpoints or {}).items()}
         self.model_name = model_name or self.model_dir.name
         self.python, self.host, self.device = python, host, device
         # A framework with its own interpreter (`--python sglang=PATH`): frameworks whose pins clash
@@ -125,9 +137,7 @@ class LocalSandbox(RealNode):
         if getattr(fw, "version_note", None):  # versioned adapters only (not transformers serve)
             log.info("    %s", fw.version_note)
         fw.validate(candidate)
-        if not self.model_dir.exists():
-            raise BadInput(f"model directory {self.model_dir} does not exist")
-        self.check_weights(candidate)
+        ckpt = self.checkpoint(candidate)
         run_dir = Path(run_dir)
         env = {**self.env, **candidate.env, **self._moe_env(fw, candidate, run_dir)}
         base = server_env(os.environ) if self.base_env is None else dict(self.base_env)
@@ -135,12 +145,12 @@ class LocalSandbox(RealNode):
         if copy.is_dir():  # a patched per-run copy exists: the server imports it before the installed one
             base["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy.parent.resolve()), base.get("PYTHONPATH")) if p)
         server = launch_process(
-            lambda port: fw.argv(candidate, model=str(self.model_dir), port=port, host=self.host,
+            lambda port: fw.argv(candidate, model=str(ckpt), port=port, host=self.host,
                                  served_name=self.model_name, python=self.python_for(candidate.framework)),
-            run_dir=run_dir, model=self.model_name if fw.served_name_flag else str(self.model_dir),
+            run_dir=run_dir, model=self.model_name if fw.served_name_flag else str(ckpt),
             ready_line=fw.ready_line, health_path=fw.health_path, env=env, host=self.host,
             port=self.port, timeout_s=self.ready_timeout_s, diagnose=fw.diagnose,
-            base_env=base, tokenizer_dir=self.model_dir)
+            base_env=base, tokenizer_dir=ckpt)
         if fw.name == "transformers":  # it answers 422 to fields outside OpenAI's schema (ignore_eos)
             server.client.ignore_eos = False
         return server
@@ -216,14 +226,27 @@ def installed_frameworks(sandbox: LocalSandbox) -> tuple[str, ...]:
     return tuple(have)
 
 
+def checkpoints_of(t) -> tuple[Path | None, dict[str, Path]]:
+    """A run's checkpoints from its target (duck-typed: `.model_path`, `.checkpoints`): the default
+    one (`--model-path DIR`, else the first `--model-path PRECISION=DIR`) and, where several were
+    given, every one by its precision, the plain DIR under its config.json's (RunConfig.check has
+    refused one not known there, and two of one precision). ({} for one checkpoint.)"""
+    named = {w: Path(d) for w, d in (getattr(t, "checkpoints", None) or {}).items()}
+    default = Path(t.model_path) if t.model_path else next(iter(named.values()), None)
+    if named and t.model_path:
+        named[checkpoint_precision(t.model_path)] = Path(t.model_path)
+    return default, named
+
+
 def _open_local(cfg, card, hw) -> LocalSandbox:
     t = cfg.target
-    if not t.model_path:
+    default, ckpts = checkpoints_of(t)
+    if default is None:
         raise BadInput("--backend local needs --model-path DIR (a local checkpoint directory)")
     pythons = dict(getattr(t, "pythons", None) or {})
-    probe = LocalSandbox(t.model_path, model_name=t.model, python=t.python or sys.executable, pythons=pythons)
-    return LocalSandbox(t.model_path, model_name=t.model, python=probe.python, serves=installed_frameworks(probe),
-                        pythons=pythons)
+    probe = LocalSandbox(default, model_name=t.model, python=t.python or sys.executable, pythons=pythons)
+    return LocalSandbox(default, model_name=t.model, python=probe.python, serves=installed_frameworks(probe),
+                        pythons=pythons, checkpoints=ckpts)
 
 
 registry.register(registry.Ground("local", _open_local, help="serving frameworks as processes on this host"))

@@ -68,13 +68,11 @@ class GpuSandbox(LocalSandbox):
         if fw.name not in self.frameworks:
             raise NotSupported(f"this ground serves {', '.join(self.frameworks)}, not {fw.name}")
         fw.validate(candidate)
-        self.check_weights(candidate)
+        ckpt = self.checkpoint(candidate)
         if candidate.parallel.gpus != self.gpus:
             raise NotSupported(f"this ground has {self.gpus} GPU(s); the candidate asks for {candidate.parallel.gpus}")
-        if not self.model_dir.exists():
-            raise BadInput(f"model directory {self.model_dir} does not exist")
         run_dir = Path(run_dir)
-        model = overlay_model(self.model_dir, fw.config_overrides(candidate), run_dir / "models" / candidate.key())
+        model = overlay_model(ckpt, fw.config_overrides(candidate), run_dir / "models" / candidate.key())
         env = {**self.env, **candidate.env}
         t0 = time.monotonic()
         server = launch_process(
@@ -129,8 +127,9 @@ class GpuSandbox(LocalSandbox):
 # ---- `--backend local --framework transformers`: this ground, registered under `local` ---------
 def _open(cfg, card, hw) -> GpuSandbox:
     t = cfg.target
-    if not t.model_path:
-        raise BadInput("--backend local --framework transformers needs --model-path DIR (a checkpoint directory)")
+    if not t.model_path or getattr(t, "checkpoints", None):
+        raise BadInput("--backend local --framework transformers needs --model-path DIR, one checkpoint "
+                       "directory (precision is not a phase on this ground)")
     w = cfg.measure.workload  # warm up with the requests the sweep will send
     return GpuSandbox(t.model_path, python=t.python or sys.executable,
                       warmup=Workload(input_len=w.input_len, output_len=w.output_len, prefix_hit=0.0))

@@ -43,6 +43,10 @@ def test_local_grounds_need_a_model_path():
         registry.open_sandbox("local", cfg("local"), None, None)
     with pytest.raises(BadInput, match="--framework transformers needs --model-path"):
         registry.open_sandbox("local", cfg("local"), None, None, framework="transformers")
+    c = cfg("local")
+    c.target.model_path, c.target.checkpoints = "/m/glm", {"fp8": "/m/glm-fp8"}
+    with pytest.raises(BadInput, match="needs --model-path DIR, one checkpoint"):
+        registry.open_sandbox("local", c, None, None, framework="transformers")
 
 
 def test_transformers_ground_warms_up_with_the_runs_workload(tmp_path):

@@ -272,3 +272,18 @@ def test_launch_records_the_container_and_stop_removes_record_and_container(tmp_
     assert data["id"] == cont.id and data["token"] == kw["labels"]["inferloop.record"]
     s.stop()
     assert cont.removed and not rec.exists()
+
+
+def test_each_precision_mounts_its_own_checkpoint(tmp_path):
+    # --model-path bf16=DIR --model-path fp8=DIR2: one container per launch, each with its checkpoint
+    bf16, fp8 = tmp_path / "glm", tmp_path / "glm-fp8"
+    bf16.mkdir(), fp8.mkdir()
+    (fp8 / "config.json").write_text('{"quantization_config": {"quant_method": "fp8"}}')
+    fake = FakeDocker(FakeContainer([("running", READY_SGL)]))
+    sb = DockerSandbox({"sglang": "img"}, bf16, client=fake, ready_timeout_s=30, checkpoints={"bf16": bf16, "fp8": fp8})
+    sb.launch(Candidate(framework="sglang", weights="fp8"), tmp_path / "run").stop()
+    kw = [x for x in fake.calls if x[0] == "run"][-1][3]
+    assert kw["volumes"][str(fp8.resolve())] == {"bind": MODEL_MOUNT, "mode": "ro"}
+    assert str(bf16.resolve()) not in kw["volumes"]
+    with pytest.raises(NotSupported, match="nvfp4 weights need a checkpoint of their own"):
+        sb.launch(Candidate(framework="sglang", weights="nvfp4"), tmp_path / "run2")

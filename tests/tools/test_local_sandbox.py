@@ -136,7 +136,23 @@ def test_a_candidate_of_other_weights_than_the_checkpoint_s_is_refused_before_la
     (tmp_path / "config.json").write_text('{"quantization_config": {"quant_method": "fp8"}}')
     sb = LocalSandbox(tmp_path, python=fake_python)
     assert sb.weights == ("fp8",)
-    with pytest.raises(NotSupported, match=rf"the checkpoint at {tmp_path} holds fp8 weights; mxfp4 weights need"):
+    with pytest.raises(NotSupported, match=rf"mxfp4 weights need a checkpoint of their own \(--model-path "
+                                           rf"mxfp4=DIR\); this run has fp8 at {tmp_path}"):
         sb.launch(Candidate(framework="vllm", weights="mxfp4"), tmp_path / "r")
     assert not (tmp_path / "r").exists()  # nothing started
     assert LocalSandbox(tmp_path / "no-config").weights is None  # not known: not restricted
+
+
+def test_with_a_checkpoint_per_precision_each_candidate_is_served_from_its_own(tmp_path, fake_python):
+    # --model-path bf16=DIR --model-path fp8=DIR2: the precision phase on a real node
+    bf16, fp8 = tmp_path / "glm", tmp_path / "glm-fp8"
+    for d, cfg in ((bf16, "{}"), (fp8, '{"quantization_config": {"quant_method": "fp8"}}')):
+        d.mkdir()
+        (d / "config.json").write_text(cfg)
+    sb = LocalSandbox(fp8, python=fake_python, ready_timeout_s=30, checkpoints={"fp8": fp8, "bf16": bf16})
+    assert sb.weights == ("bf16", "fp8")  # most bytes first: the planner's baseline is bf16
+    for w, d in (("fp8", fp8), ("bf16", bf16)):
+        with sb.launch(Candidate(framework="vllm", weights=w), tmp_path / f"run-{w}") as s:
+            assert f"--model={d} " in s.log_text()
+    with pytest.raises(NotSupported, match=rf"mxfp4 weights need .* this run has bf16 at {bf16}, fp8 at {fp8}"):
+        sb.launch(Candidate(framework="vllm", weights="mxfp4"), tmp_path / "r")
