@@ -2,6 +2,7 @@
 precision phase serves each precision from its own checkpoint, and nothing else. Bad values exit 2
 naming the value and what is allowed, before anything runs."""
 import json
+import sys
 
 import pytest
 
@@ -9,6 +10,7 @@ from agent.cmd_common import parse_model_paths
 from agent.errors import BadInput
 from agent.report import served_checkpoint
 from sandboxes.local import checkpoints_of
+from tools.hardware import get_hardware
 
 FP8 = {"quantization_config": {"quant_method": "fp8"}}
 AWQ = {"quantization_config": {"quant_method": "awq", "bits": 4}}
@@ -75,3 +77,24 @@ def test_cli_exits_2(agent, tmp_path, make, words):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert words in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_the_local_and_docker_grounds_open_with_every_checkpoint(tmp_path, monkeypatch):
+    from types import SimpleNamespace as NS
+
+    from sandboxes import registry
+    from sandboxes.docker import DockerSandbox
+    site = tmp_path / "site" / "vllm"  # an interpreter that has vllm (what the local ground probes)
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    py = tmp_path / "python"
+    py.write_text(f"#!/bin/sh\nPYTHONPATH={site.parent} exec {sys.executable} \"$@\"\n")
+    py.chmod(0o755)
+    bf16, fp8 = _ckpt(tmp_path / "glm"), _ckpt(tmp_path / "glm-fp8", FP8)
+    t = NS(model="glm", hw="h200", model_path=bf16, checkpoints={"fp8": fp8}, python=str(py), pythons={}, images={"vllm": "img"})
+    cfg = NS(target=t, backend="local", seed=0)
+    sb = registry.open_sandbox("local", cfg, None, None)
+    assert sb.weights == ("bf16", "fp8") and str(sb.model_dir) == bf16
+    monkeypatch.setattr(DockerSandbox, "check_images", lambda self: None)  # no engine here
+    sb = registry.open_sandbox("docker", NS(target=t, backend="docker", seed=0), None, get_hardware("h200"))
+    assert sb.weights == ("bf16", "fp8") and {w: str(d) for w, d in sb.checkpoints.items()} == {"bf16": bf16, "fp8": fp8}
