@@ -86,8 +86,8 @@ def register(app: typer.Typer) -> None:
         fields = {"planner": planner, "llm_model": llm_model, "workers": workers, "cluster": cluster, **extra}
         try:
             default_py, pythons = parse_pythons(python)
-            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=default_ckpt, checkpoints=checkpoints, python=default_py,
-                                          pythons=pythons, images=cli_values.images(image)),
+            cfg = RunConfig(target=Target(model=model, hw=hw, model_path=default_ckpt, checkpoints=checkpoints,
+                                          python=default_py, pythons=pythons, images=cli_values.images(image)),
                             backend=backend, framework=framework, objective=objective, approve=approve or "ask", seed=seed,
                             **fields).check()
         except ValidationError as e:
