@@ -66,12 +66,17 @@ def step_sglang_venv(base: Path, say) -> None:
     pip = [str(py), "-m", "pip", "install", "--disable-pip-version-check"]
     _run(pip + ["--no-deps", SGLANG_PIN], log, say)
     # keep the shared torch and transformers: an upgrade would shadow them with a CUDA torch
-    shared = {d: _version(paths.venv_python(base), d) for d in ("torch", "transformers")}
-    cons = base / "sglang-venv" / "constraints.txt"
-    cons.write_text("".join(f"{d}=={v}\n" for d, v in shared.items() if v))
-    _run(pip + ["-c", str(cons), *SGLANG_EXTRA], log, say)
+    _run(pip + ["-c", str(keep_shared(base, "sglang-venv", ["torch", "transformers"])), *SGLANG_EXTRA], log, say)
     _run([str(py), "-c", "import importlib.metadata as m, orjson, gguf, IPython, soundfile, torch; "
                          "print('sglang', m.version('sglang'), 'torch', torch.__version__)"], log, say)
+
+
+def keep_shared(base: Path, name: str, dists: list[str]) -> Path:
+    """A pip constraints file, in the overlay base/name, pinning these packages at the vLLM venv's
+    versions, so that what the overlay installs cannot pull in another copy of them."""
+    cons = base / name / "constraints.txt"
+    cons.write_text("".join(f"{d}=={v}\n" for d in dists if (v := _version(paths.venv_python(base), d))))
+    return cons
 
 
 def _version(py: Path, dist: str) -> str | None:
