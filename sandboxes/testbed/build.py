@@ -85,10 +85,7 @@ def step_venv(base: Path, say) -> None:
     if not paths.venv_python(base).exists():
         _run([sys.executable, "-m", "venv", str(venv)], base / "logs" / "venv.log", say)
     py = str(paths.venv_python(base))
-    # --no-compile: Python writes the .pyc of what is imported on first import (the smoke step's
-    # server imports what serving needs). Measured 2026-12-07 on an AMD EPYC: 106 s instead of 153 s,
-    # and the first `import vllm.entrypoints.openai.api_server` 21 s instead of 9.
-    _run([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", paths.VLLM_PIN],
+    _run([py, "-m", "pip", "install", "--disable-pip-version-check", paths.VLLM_PIN],
          base / "logs" / "venv.log", say)
     _run([py, "-m", "pip", "uninstall", "-y", *UNWANTED], base / "logs" / "venv.log", say)
     _run([py, "-c", "import vllm, transformers, torch; print(vllm.__version__, torch.__version__)"],
