@@ -161,8 +161,9 @@ def wait_ready(handle: Handle, *, url: str, ready_line: str | None, health_path:
                 text = handle.log_text()
                 d = Diagnosis(kind="not_ready", message=f"not ready after {timeout_s:g} s",
                               evidence=text.splitlines()[-3:], details={"timeout_s": timeout_s})
-                raise LaunchFailure(f"server not ready after {timeout_s:g} s; process group killed; "
-                                    f"last log lines:\n{logs.tail(logs.redact(text), 15)}",
+                said = (f"last log lines:\n{logs.tail(logs.redact(text), 15)}" if text.strip() else
+                        "it wrote nothing to its log in that time")  # an empty quote reads as a lost log
+                raise LaunchFailure(f"server not ready after {timeout_s:g} s; process group killed; {said}",
                                     excerpt=logs.excerpt(text, d), diagnosis=d, log_path=log_path)
             if time.monotonic() >= next_note:
                 next_note += PROGRESS_S

@@ -120,6 +120,9 @@ def test_never_ready_times_out_with_the_last_log_lines(testbed, testbed_image, d
     with pytest.raises(LaunchFailure, match="not ready after 8 s") as e:
         sb.launch(candidate(), tmp_path)
     (log,) = tmp_path.glob("server-*.log")  # what the container said before it was stopped, in the run dir
-    last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1]
-    assert "last log lines:" in str(e.value) and last in str(e.value), (str(e.value), last)
+    said = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    if said:  # the error quotes the end of it
+        assert "last log lines:" in str(e.value) and said[-1] in str(e.value), (str(e.value), said[-1])
+    else:  # a slow start can print nothing in 8 s (CI, 2026-12-07): the error says so, not an empty quote
+        assert str(e.value).endswith("it wrote nothing to its log in that time"), str(e.value)
     assert ours(docker_engine, "inferloop.record") == [] and not list((tmp_path / "procs").glob("*.json"))

@@ -5,6 +5,7 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -48,6 +49,13 @@ def test_never_ready_times_out_kills_group_and_quotes_log(tmp_path):
     assert f.diagnosis.kind == "not_ready"
     pid = int(f.log_path.read_text().split("pid ")[1].split(")")[0])
     assert not pid_alive(pid)
+
+
+def test_never_ready_and_silent_says_it_wrote_nothing(tmp_path):
+    with pytest.raises(LaunchFailure) as e:
+        launch_process(lambda port: [sys.executable, "-c", "import time; time.sleep(60)"], run_dir=tmp_path, model="m",
+                       ready_line=READY, timeout_s=1)
+    assert str(e.value).endswith("process group killed; it wrote nothing to its log in that time"), str(e.value)
 
 
 def test_death_fails_fast_with_diagnosis(tmp_path):
