@@ -5,7 +5,7 @@
 #                                     test model of ARCH; log, model info and the run dir (tarred) into $OUT;
 #                                     with resume/NAME carried (a run dir from an earlier call), it continues that run
 #   bash tests/gpu/device.sh cli NAME ARCH BUDGET TIMEOUT   # the product's CLI on the GPU ground: `agent optimize --backend
-#                                     local --framework transformers --hw h200 --model-path ...` on a fresh test model
+#                                     local --framework transformers --hw h200|h100 (the card found) --model-path ...` on a fresh test model
 set -u
 [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; } || { echo "wheel install failed"; exit 3; }
@@ -43,7 +43,9 @@ slo: {ttft_p95_s: 2.0}
 YAML
     ( while true; do echo "t=$(( $(date +%s) - t0 )) $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory \
         --format=csv,noheader | tr '\n' ';')"; sleep 2; done ) > "$OUT/$name-gpu-apps.log" 2>&1 & watch=$!
-    timeout "$limit" python3 -m agent.cli optimize --backend local --framework transformers --hw h200 \
+    # the card the machine has (the device tool may give an H100 for an H200): its bandwidth and price go into the report
+    hw=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H100 && echo h100 || echo h200)
+    timeout "$limit" python3 -m agent.cli optimize --backend local --framework transformers --hw "$hw" \
       --model-path /tmp/model-$arch --python /tmp/serve-python --config /tmp/cli.yaml --time-budget "$budget" \
       --workers "$workers" --approve never --json --run-dir /tmp/$name 2>&1 | tee "$OUT/$name.log"
     kill $watch 2>/dev/null
