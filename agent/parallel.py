@@ -9,7 +9,8 @@ ground clock, and the keep/revert rule decides the open trials strictly in propo
 one incumbent, so a run's verdicts never depend on which worker finished first.
 
 A batch holds candidates of one phase. Once that phase has nothing more to propose and nodes are
-free, candidates of the next phase run ahead on a provisional incumbent (agent/speculate.py) and
+free (from the start: the framework phase's trials leave nodes idle), candidates of the next phase
+run ahead on a provisional incumbent (agent/speculate.py) and
 are decided in their turn against the real one; a change that won on its base but that the
 incumbent lacks (a sibling's, kept or outrun) is proposed again on the incumbent before the
 planner's next candidate (speculate.rebase). A patch, or a trial that waits on a human, is not
@@ -160,9 +161,9 @@ class Driver:
             if not self.queue:
                 # nothing open: the run is where its furthest trial got, as one trial at a time is (a
                 # trial that ran ahead and failed is answered in its own phase, not walked past); one
-                # sent beside this phase moves it only by failing (this phase may have more to propose)
-                self.phase = max((t["phase"] for t in led.trials() if t["id"] not in self.beside
-                                  or t["verdict"] == "failed"), key=PHASES.index, default=self.phase)
+                # sent beside this phase does not move it (this phase may have more to propose)
+                self.phase = max((t["phase"] for t in led.trials() if t["id"] not in self.beside),
+                                 key=PHASES.index, default=self.phase)
             elif not self._phase_open():
                 # this phase is decided and trials of the next ran ahead: the run moves on to their
                 # phase (its failures are answered there; this phase is not walked again)
@@ -171,6 +172,17 @@ class Driver:
             # a change of this batch the incumbent lost comes before the planner's next (agent/speculate.py)
             rebased = speculate.rebase(led, self.inc, self.phase, cfg.objective, cfg.gate)
             p = rebased or self._ask(self.inc)
+            if p.kind == "stop" and speculate.starting(self.queue, self.inc):
+                p = self._ask(self.queue[0].tid)  # with nothing decided, what comes next builds on the baseline
+            if not self.queue and p.kind != "patch" and (p.kind == "stop" or p.phase != self.phase):
+                # this phase has nothing more: a trial sent beside it that failed is answered in its own
+                # phase before the run goes past it, as one trial at a time would meet it there
+                failed = [t["phase"] for t in led.trials() if t["id"] in self.beside and t["verdict"] == "failed"
+                          and PHASES.index(t["phase"]) > PHASES.index(self.phase)]
+                if failed:
+                    self.phase = min(failed, key=PHASES.index)
+                    self._save()
+                    p = self._ask(self.inc)
             if p.kind == "stop":
                 if not self.queue:  # with trials open, their verdicts may open new candidates
                     self.stop = {"stop_reason": p.description}
@@ -180,7 +192,8 @@ class Driver:
                 self._save()
             base, tag, aside = self.inc, "", False
             if self.queue and (p.kind == "patch" or p.phase != self.phase or self._search_after_screens(p)):
-                spec = self._speculate(p, quiet or speculate.settled(led, self.queue, self.inc, self.phase, self.beside))
+                spec = self._speculate(p, quiet or speculate.starting(self.queue, self.inc)
+                                      or speculate.settled(led, self.queue, self.inc, self.phase, self.beside))
                 tag = f" (ahead, on trial {spec[1]})" if spec else ""
                 if spec is None and (spec := self._beside()) is not None:
                     tag, aside = f" (beside the {self.phase} phase, on trial {spec[1]})", True

@@ -17,7 +17,8 @@ decided. It also speculates, on the incumbent, as soon as the phase has kept a t
 still open of the phase is built on it (`settled`): an open trial then replaces the incumbent only
 by beating it, and whatever ran ahead is decided against that one in its turn. (The driver handles
 results in ground-time order, agent/parallel.py: what it builds on existed by the time the
-speculative task starts.)
+speculative task starts.) Before anything is decided (`starting`), the next phase builds on the
+baseline while the framework phase's trials are out.
 
 Trials built on one base and decided one after another each against what was kept before it lose
 changes one trial at a time would have added up: `rebase` proposes the incumbent with a change that
@@ -54,9 +55,21 @@ def settled(led, queue: list, inc: int | None, phase: str, beside=()) -> bool:
                for o in queue)
 
 
+def starting(queue: list, inc: int | None) -> bool:
+    """Nothing is decided yet and every open trial is the first phase's (the baseline, the other
+    frameworks) or ran ahead of it: the next phase may build on the baseline before their
+    measurements are back. Its candidates take every framework still out as one that serves the
+    model (agent/planners/builtin.py), so they go out in the order one trial at a time proposes them
+    once the frameworks are ranked; one whose framework then fails, or fails its evals, loses in its
+    turn. Measured on the sim at 8 workers: the framework phase's round (~2300-2800 s of ground
+    time) no longer holds five idle nodes (tests/perf/parallel_speedup.md)."""
+    return inc is None and bool(queue) and all(o.phase in PHASES[:1 + AHEAD] and o.kind != "patch" and not o.review
+                                               for o in queue)
+
+
 def allowed(queue: list, base: str, phase: str) -> bool:
     """May a candidate of `phase` run ahead while the base phase's trials are open? (The driver
-    asks only at a quiet or settled point.)"""
+    asks only at a quiet, settled or starting point.)"""
     if any(o.kind == "patch" or o.review for o in queue):
         return False  # a patch or a human review stays a barrier (a patch changes the driver's tree)
     ahead = PHASES.index(phase) - PHASES.index(base)
@@ -68,8 +81,12 @@ def provisional(led, queue: list, inc: int | None, objective: str, gate) -> int 
     alone, in proposal order (the keep/revert rule's own test: one that passes on performance is
     taken as kept; one within noise or worse as reverted). Only first measurements count: a
     follow-up of the head may or may not be back yet."""
-    if inc is None:
-        return None
+    if inc is None:  # nothing decided yet (`starting`): the baseline, kept on whatever it measures
+        if not queue or queue[0].tid != led.trials()[0]["id"]:
+            return None
+        if queue[0].first_data is None:
+            return queue[0].tid
+        inc, queue = queue[0].tid, queue[1:]
     cur, series = inc, [m["data"] for m in led.measurements(inc, "candidate")]
     for o in queue:
         if o.first_data is None or o.kind == "patch":

@@ -354,12 +354,16 @@ def _objective(ctx: PlanContext, t: dict) -> float | None:
 
 def _viable_frameworks(ctx: PlanContext) -> dict[str, Candidate]:
     """Frameworks that launched this model and were not reverted for an eval regression:
-    framework -> its last launched candidate."""
+    framework -> its last launched candidate. A framework whose own trial is still out counts until
+    it is back: only a parallel run asks this before the framework phase is measured (its idle nodes
+    take the precision phase, agent/speculate.py), and it then sends the candidates in the order one
+    trial at a time proposes them, not only the incumbent framework's."""
     out: dict[str, Candidate] = {}
     bad = {t["candidate"]["framework"] for t in ctx.trials if t["reason_code"] == "eval_regression"
            and t["phase"] == "framework"}
     for t in ctx.trials:
         fw = t["candidate"]["framework"]
-        if t["outcome"] == "launched" and fw not in bad:
+        out_now = t["phase"] == "framework" and t["status"] != "done" and t["outcome"] is None
+        if (t["outcome"] == "launched" or out_now) and fw not in bad:
             out[fw] = Candidate.model_validate(t["candidate"])
     return out

@@ -73,9 +73,10 @@ class Script:
     """Proposals by count: the baseline; two flag settings a and b; then one candidate of the next
     phase (a layout) on whatever incumbent it is asked with (ctx.incumbent_candidate). The phases
     are named by PHASES: before the flags phase, the next phase runs only ahead on a provisional
-    incumbent; from it on, also beside it on the incumbent (Driver._beside)."""
+    incumbent; from it on, also beside it on the incumbent (Driver._beside). a and b are two phases
+    past the baseline's, so they wait for its verdict (speculate.starting)."""
     name = "script"
-    PHASES = ("precision", "speculative")
+    PHASES = ("speculative", "flags")
 
     def propose(self, ctx):
         n = len(ctx.trials)
@@ -135,7 +136,7 @@ def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_inc
     t = {x["id"]: x for x in led.trials()}
     assert [t[i]["verdict"] for i in (1, 2, 3)] == ["kept", "kept", "reverted"], [x["reason"] for x in t.values()]
     c = t[4]
-    assert c["phase"] == "speculative" and c["incumbent_id"] == 3  # built on b while a and b were open
+    assert c["phase"] == "flags" and c["incumbent_id"] == 3  # built on b while a and b were open
     assert c["started"] < t[2]["ended"]  # ... before the flags phase was decided
     assert t[3]["reason_code"] == "eval_regression"
     assert c["verdict"] == "kept" and c["numbers"]["incumbent"] == [1030.0, 1010.0, 1031.0]  # a's, not b's
@@ -501,3 +502,46 @@ def test_a_trial_that_ran_ahead_and_failed_is_answered_in_its_own_phase(tmp_path
     assert t[3]["started"] < t[2]["ended"]  # it ran ahead of a's verdict
     assert len(t) == 4 and t[4]["proposal"]["fixes_trial"] == 3 and t[4]["phase"] == "parallel", planner.asked
     assert t[4]["verdict"] == "kept"
+
+
+class FlagsLeft(AheadFails):
+    """AheadFails with one more flag setting b, which the flags phase has to propose once a is decided."""
+    def propose(self, ctx):
+        a_done = any(t["description"] == "a" and t["status"] == "done" for t in ctx.trials)
+        if a_done and ctx.phase == "flags" and not any(t["description"] == "b" for t in ctx.trials):
+            c = ctx.incumbent_candidate()
+            c = c.model_copy(update={"flags": {**c.flags, "--max-num-batched-tokens": 4096}})
+            return Proposal(kind="config", phase="flags", description="b", candidate=c)
+        return super().propose(ctx)
+
+
+class BFine(LayoutFailsFast):
+    VALUES = {**LayoutFailsFast.VALUES, (4, "candidate"): [(900, 20)], (5, "candidate"): [(1100, 20)]}
+
+
+def test_a_failed_trial_sent_beside_a_phase_is_answered_once_that_phase_has_nothing_more(tmp_path):
+    # the layout, sent beside the flags phase, fails; the flags phase still has b to propose: b goes
+    # first, on the flags phase's incumbent, and the layout's failure is answered in its own phase
+    # after, as one trial at a time meets it (moving on at the failure would leave the flags unsearched)
+    planner = FlagsLeft()
+    rt, _ = drive(tmp_path, 6, trials=10, planner=planner, executor=BFine())
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert t[3]["phase"] == "parallel" and t[3]["verdict"] == "failed" and rt.ledger.meta("parallel")["beside"] == [3]
+    assert t[4]["description"] == "b" and t[4]["phase"] == "flags" and t[4]["started"] > t[2]["ended"]
+    assert len(t) == 5 and t[5]["proposal"]["fixes_trial"] == 3 and t[5]["phase"] == "parallel", planner.asked
+
+
+def test_before_anything_is_decided_idle_nodes_take_the_precision_phase_on_the_baseline(tmp_path):
+    """The framework phase leaves nodes idle (three frameworks, six nodes): the precision phase goes
+    out on the baseline before the frameworks are measured, each checkpoint on every framework still
+    out, in the order one trial at a time would propose them, and is decided after them."""
+    rt, _ = drive(tmp_path, 6, trials=8)
+    trials = rt.ledger.trials()
+    fw = [t for t in trials if t["phase"] == "framework"]
+    early = [t for t in trials if t["phase"] == "precision" and t["started"] < min(f["ended"] for f in fw)]
+    assert len(fw) == 3 and len(early) == 3, [(t["id"], t["phase"], t["description"]) for t in trials]
+    assert [t["incumbent_id"] for t in early] == [1] * 3
+    w = early[0]["candidate"]["weights"]
+    assert [(t["candidate"]["weights"], t["candidate"]["framework"]) for t in early] == \
+        [(w, f["candidate"]["framework"]) for f in fw]
+    assert min(t["ended"] for t in early if t["verdict"] != "failed") > max(f["ended"] for f in fw)
