@@ -363,7 +363,7 @@ def _viable_frameworks(ctx: PlanContext) -> dict[str, Candidate]:
            and t["phase"] == "framework"}
     for t in ctx.trials:
         fw = t["candidate"]["framework"]
-        out_now = t["phase"] == "framework" and t["status"] != "done" and t["outcome"] is None
+        out_now = t["phase"] == "framework" and t["status"] != "done"  # (a failed launch ends its trial)
         if (t["outcome"] == "launched" or out_now) and fw not in bad:
             out[fw] = Candidate.model_validate(t["candidate"])
     return out

@@ -137,7 +137,7 @@ def test_a_trial_built_on_a_candidate_that_loses_is_decided_against_the_real_inc
     assert [t[i]["verdict"] for i in (1, 2, 3)] == ["kept", "kept", "reverted"], [x["reason"] for x in t.values()]
     c = t[4]
     assert c["phase"] == "flags" and c["incumbent_id"] == 3  # built on b while a and b were open
-    assert c["started"] < t[2]["ended"]  # ... before the flags phase was decided
+    assert c["started"] < t[2]["ended"]  # ... before a was decided
     assert t[3]["reason_code"] == "eval_regression"
     assert c["verdict"] == "kept" and c["numbers"]["incumbent"] == [1030.0, 1010.0, 1031.0]  # a's, not b's
     # c, kept, carries b's flag: c's layout on a's flags is what one trial at a time would have tried
