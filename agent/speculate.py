@@ -45,14 +45,17 @@ def quiet(queue: list) -> bool:
 
 def settled(led, queue: list, inc: int | None, phase: str, beside=()) -> bool:
     """The phase being decided has kept a trial (the incumbent is its own) and every open trial is
-    a configuration of that phase built on the incumbent: the next phase may build on the
-    incumbent before their first measurements are back. (Before the phase has kept anything, its
-    open trials are what the next phase should build on, and a failure among them is answered in
-    this phase first.) Trials sent beside the phase (`beside`, Driver._beside) count as its own."""
+    built on the incumbent, a configuration of that phase or one that ran ahead of it: the next
+    phase may build on the incumbent before their first measurements are back, on every idle node.
+    (Before the phase has kept anything, its open trials are what the next phase should build on,
+    and a failure among them is answered in this phase first.) Trials sent beside the phase
+    (`beside`, Driver._beside) count as its own. Measured on the sim at 8 workers: GLM-5.2's flags
+    screens no longer wait ~1500 s of ground time behind the first one sent ahead of the MTP
+    phase's last trial (tests/perf/parallel_speedup.md)."""
     if inc is None or (led.trial(inc)["phase"] != phase and inc not in beside):
         return False
-    return all(o.tid in beside or (o.phase == phase and o.base == inc and o.kind != "patch" and not o.review)
-               for o in queue)
+    return all(o.tid in beside or (PHASES.index(o.phase) >= PHASES.index(phase) and o.base == inc
+                                   and o.kind != "patch" and not o.review) for o in queue)
 
 
 def starting(queue: list, inc: int | None) -> bool:
@@ -105,20 +108,24 @@ def first_data(res: dict) -> dict | None:
 
 
 def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal | None:
-    """The incumbent with a change it lacks that won on its own base: trials of one batch are built
-    on one base and decided one after another against whatever was kept before them, so a trial
-    kept over a sibling (or over a trial the phase before kept while it ran ahead) drops the
+    """The incumbent with the changes it lacks that won on their own bases: trials of one batch are
+    built on one base and decided one after another against whatever was kept before them, so a
+    trial kept over a sibling (or over a trial the phase before kept while it ran ahead) drops the
     sibling's change, and a sibling that beat the base but not the trial kept before it is lost,
-    where one trial at a time would have built each on the other. The first such change, in
-    proposal order, that is not already in the incumbent, does not clash with a change of its own,
-    was not tried, and did not lose against an incumbent it was tried on; None where there is none.
+    where one trial at a time would have built each on the other. Such changes, in proposal order,
+    that are not already in the incumbent, do not clash with a change of its own, were not tried,
+    and did not lose against an incumbent they were tried on: all of them in one trial, as one
+    trial at a time adds them up (once that was tried, the first alone); None where there is none.
     Read from the ledger alone (a resumed run proposes the same); one trial at a time builds every
-    trial on the incumbent it is decided against, so it never gets one."""
+    trial on the incumbent it is decided against, so it never gets one. Measured on GLM-5.2/MI355X
+    at 8 workers: each carried in a trial of its own, a change came a round after the one before it
+    (tests/perf/parallel_speedup.md)."""
     if inc is None:
         return None
     trials = led.trials()
-    cand = {x["id"]: Candidate.model_validate(x["candidate"]) for x in trials}
-    tried, lost = {c.key() for c in cand.values()}, None
+    by_id = {x["id"]: x for x in trials}
+    cand = {i: Candidate.model_validate(x["candidate"]) for i, x in by_id.items()}
+    tried, lost, steps = {c.key() for c in cand.values()}, None, []
     for y, prev in in_order(trials):
         base, won = y["incumbent_id"], None
         if y["status"] == "done" and base is not None and prev is not None and base != prev:
@@ -126,16 +133,32 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
                 won = prev  # what y replaced beat its own base (or it would not have been kept)
             elif y["reason_code"] in OUTRUN and _won(led, base, y["id"], objective, gate):
                 won = y["id"]
-        if won is not None:
-            new = carry(cand[base], cand[won], cand[inc])
-            if new is not None and new.key() not in tried:
-                lost = _lost(trials, cand) if lost is None else lost
-                if change(cand[inc], new) not in lost:
-                    return Proposal(kind="config", phase=phase, candidate=new,
-                                    description=f"trial {inc} with what trial {won} changed: {_changes(cand[inc], new)}",
-                                    rationale=f"trial {won} beat trial {base}, but trial {inc}, the incumbent, "
-                                              f"does not carry its change")
-    return None
+        if won is None:
+            continue
+        # won's change over its own base, where y's base was kept (a trial sent beside that base's
+        # parent: over y's base, its change would also undo y's base's own); over y's base where that
+        # lost (y ran ahead on a loser: what replaces the loser's change is won's)
+        src = by_id[won]["incumbent_id"] if by_id[base]["verdict"] == "kept" else base
+        new = carry(cand[src], cand[won], cand[inc]) if src is not None else None
+        if new is not None and new.key() not in tried:
+            lost = _lost(trials, cand) if lost is None else lost
+            if change(cand[inc], new) not in lost:
+                steps.append((won, new))
+    if not steps:
+        return None
+    combo, used = cand[inc], []
+    for won, one in steps:
+        nxt = carry(cand[inc], one, combo)
+        if nxt is not None:
+            combo, used = nxt, [*used, won]
+    if len(used) < 2 or combo.key() in tried or change(cand[inc], combo) in lost:
+        (won, combo), used = steps[0], [steps[0][0]]
+    ids = ", ".join(map(str, used))
+    return Proposal(kind="config", phase=phase, candidate=combo,
+                    description=f"trial {inc} with what trial{'s' * (len(used) > 1)} {ids} changed: "
+                                f"{_changes(cand[inc], combo)}",
+                    rationale=f"trial{'s' * (len(used) > 1)} {ids} won on their own base, but trial {inc}, "
+                              f"the incumbent, does not carry {'them' if len(used) > 1 else 'it'}")
 
 
 def _lost(trials: list, cand: dict) -> list:

@@ -446,6 +446,34 @@ def test_once_a_phase_has_kept_a_trial_the_next_runs_ahead_on_it_without_waiting
     assert (4, "parallel") in planner.asked, planner.asked
 
 
+class KeptThenThreeAhead(FlagThenLayout):
+    """FlagThenLayout a phase earlier (before the flags phase nothing runs beside it): a and b are
+    speculative-phase trials, and three flag settings c, d, e of the flags phase follow on the
+    incumbent."""
+    def propose(self, ctx):
+        n = len(ctx.trials)
+        if n < 3:
+            p = super().propose(ctx)
+            return p.model_copy(update={"phase": "speculative"}) if n else p
+        if n < 6:
+            inc = ctx.incumbent_candidate()
+            c = inc.model_copy(update={"flags": {**inc.flags, "--max-num-batched-tokens": 1024 * n}})
+            return Proposal(kind="config", phase="flags", description="cde"[n - 3], candidate=c)
+        return Proposal(kind="stop", phase=ctx.phase, description="script done")
+
+
+def test_once_a_phase_has_kept_a_trial_every_idle_node_takes_the_next_phase_on_it(tmp_path):
+    # a is kept and b is still measuring: c, d and e all build on a at once, as one trial at a time
+    # would propose them on a (one trial ahead used to hold the rest until b's first measurement)
+    ex = SlowSecondFlag()
+    ex.VALUES = {**ex.VALUES, (5, "candidate"): [(1450, 15)], (6, "candidate"): [(1400, 15)]}
+    rt, _ = drive(tmp_path, 5, trials=10, planner=KeptThenThreeAhead(), executor=ex)
+    t = {x["id"]: x for x in rt.ledger.trials()}
+    assert [t[i]["description"] for i in (4, 5, 6)] == ["c", "d", "e"]
+    assert all(t[i]["incumbent_id"] == 2 and t[i]["started"] < t[3]["ended"] for i in (4, 5, 6)), t
+    assert [t[i]["verdict"] for i in range(1, 7)] == ["kept", "kept", "reverted", "kept", "reverted", "reverted"]
+
+
 class AheadFails:
     """The baseline; a flag setting a; a layout that runs ahead of a's verdict; then an answer to
     each failed trial of the phase it is asked in (what the built-in planner does first), noting

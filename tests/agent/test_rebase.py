@@ -168,3 +168,24 @@ def test_a_carry_superseded_on_its_own_base_is_carried_onto_the_trial_that_super
     assert rebase(led, 5, "flags", "knee", None).candidate == _c({**b, **c, **a})
     led.rows[3]["reason_code"] = "no_gain"  # lost against 3 itself: one trial at a time would not try a again
     assert rebase(led, 5, "flags", "knee", None) is None
+
+
+def test_the_changes_the_incumbent_lacks_are_carried_onto_it_in_one_trial_then_one_at_a_time():
+    from agent.speculate import rebase
+    a, b, c = {"--a": 1}, {"--b": 1}, {"--c": 1}
+    rows = [(1, None, BASE, "kept"), (2, 1, _c(a), "kept"), (3, 1, _c(b), "kept"),  # 3 kept over 2: a dropped
+            (4, 1, _c(c), "kept")]  # 4 kept over 3: b dropped too
+    p = rebase(Ledger(rows), 4, "flags", "knee", None)
+    assert p.candidate == _c({**c, **a, **b}) and "trials 2, 3" in p.description  # as one trial at a time adds them up
+    rows.append((5, 4, _c({**c, **a, **b}), "reverted"))  # together they lost: each goes on its own, in order
+    assert rebase(Ledger(rows), 4, "flags", "knee", None).candidate == _c({**c, **a})
+
+
+def test_a_trial_kept_over_one_built_on_an_older_base_gets_that_one_s_own_change():
+    from agent.speculate import rebase
+    x, y, z = {"--x": 1}, {"--y": 1}, {"--z": 1}
+    rows = [(1, None, BASE, "kept"), (2, 1, _c(x), "kept"),
+            (3, 1, _c(y), "kept"),  # sent beside 2 on the baseline, kept over it
+            (4, 2, _c({**x, **z}), "kept")]  # built on 2, kept over 3
+    # 3's own change is y (over the baseline); over 4's base it would also undo x, which 4 keeps
+    assert rebase(Ledger(rows), 4, "flags", "knee", None).candidate == _c({**x, **z, **y})
