@@ -21,8 +21,8 @@ speculative task starts.) Before anything is decided (`starting`), the next phas
 baseline while the framework phase's trials are out.
 
 Trials built on one base and decided one after another each against what was kept before it lose
-changes one trial at a time would have added up: `rebase` proposes the incumbent with a change that
-won on its own base and that the incumbent lacks.
+changes one trial at a time would have added up: `rebase` proposes the incumbent with the changes
+that won on their own bases and that the incumbent lacks, all in one trial.
 """
 from __future__ import annotations
 
@@ -157,8 +157,8 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
     return Proposal(kind="config", phase=phase, candidate=combo,
                     description=f"trial {inc} with what trial{'s' * (len(used) > 1)} {ids} changed: "
                                 f"{_changes(cand[inc], combo)}",
-                    rationale=f"trial{'s' * (len(used) > 1)} {ids} won on their own base, but trial {inc}, "
-                              f"the incumbent, does not carry {'them' if len(used) > 1 else 'it'}")
+                    rationale=f"trial{'s' * (len(used) > 1)} {ids} won on {'their' if len(used) > 1 else 'its'} "
+                              f"own base, but trial {inc}, the incumbent, does not carry {'them' if len(used) > 1 else 'it'}")
 
 
 def _lost(trials: list, cand: dict) -> list:
