@@ -152,13 +152,12 @@ def rebase(led, inc: int | None, phase: str, objective: str, gate) -> Proposal |
         if nxt is not None:
             combo, used = nxt, [*used, won]
     if len(used) < 2 or combo.key() in tried or change(cand[inc], combo) in lost:
-        (won, combo), used = steps[0], [steps[0][0]]
-    ids = ", ".join(map(str, used))
+        used, combo = [steps[0][0]], steps[0][1]
+    ids, many = ", ".join(map(str, used)), len(used) > 1
     return Proposal(kind="config", phase=phase, candidate=combo,
-                    description=f"trial {inc} with what trial{'s' * (len(used) > 1)} {ids} changed: "
-                                f"{_changes(cand[inc], combo)}",
-                    rationale=f"trial{'s' * (len(used) > 1)} {ids} won on {'their' if len(used) > 1 else 'its'} "
-                              f"own base, but trial {inc}, the incumbent, does not carry {'them' if len(used) > 1 else 'it'}")
+                    description=f"trial {inc} with what trial{'s' * many} {ids} changed: {_changes(cand[inc], combo)}",
+                    rationale=f"trial{'s' * many} {ids} won on {'their' if many else 'its'} own base, but trial {inc}, "
+                              f"the incumbent, does not carry {'them' if many else 'it'}")
 
 
 def _lost(trials: list, cand: dict) -> list:
